@@ -1,0 +1,30 @@
+"""Fixtures shared by every reference test (canon-spec C7): seeded NumPy generator, and for torch
+items a fixed global seed and one thread, so results are bitwise reproducible on the CPU."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A NumPy generator seeded with 0."""
+    return np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_torch() -> Iterator[None]:
+    """Seed torch's global RNG and pin one thread, but only where the test module uses torch."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    yield
+    torch.set_num_threads(threads)

@@ -1,0 +1,155 @@
+"""The catalog: the single source of truth for the sixty items of the canon.
+
+Everything else (selection, collection, the redirect, the rubric, the CLI) reads items from here.
+An item is addressed by its slug (``posttrain/dpo``), its number (``55``), a glob over slugs
+(``transformer/*``), a block (``block:3``), or a comma list of any of these.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from dataclasses import dataclass
+from functools import cache
+
+from pytest_mlcanon.catalog._table import ROWS
+
+__all__ = ["Item", "UnknownItemError", "all_items", "get", "items_for_module", "items_for_test_file", "select"]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One canon item.
+
+    ``modules`` are paths under ``canon_refs/`` without ``.py`` (``posttrain/dpo``); ``test_files`` are
+    file names under ``canon_tests/``; ``forbidden`` are dotted names (a module prefix such as
+    ``sklearn`` or a callable such as ``torch.nn.functional.scaled_dot_product_attention``) that the
+    learner's file may not use for this item.
+    """
+
+    number: int
+    slug: str
+    title: str
+    level: str
+    block: int
+    modules: tuple[str, ...]
+    test_files: tuple[str, ...]
+    minutes: int
+    taught_in: str
+    depends_on: tuple[int, ...]
+    forbidden: tuple[str, ...]
+    framework: str
+
+    @property
+    def label(self) -> str:
+        """``#55 posttrain/dpo``: how reports name the item."""
+        return f"#{self.number} {self.slug}"
+
+    @property
+    def module_files(self) -> tuple[str, ...]:
+        """Relative file paths of the item's modules (``posttrain/dpo.py``)."""
+        return tuple(f"{m}.py" for m in self.modules)
+
+    @property
+    def shares_test_file(self) -> bool:
+        """True when another item's tests live in one of this item's test files."""
+        return any(len(items_for_test_file(f)) > 1 for f in self.test_files)
+
+
+class UnknownItemError(ValueError):
+    """A selector that names no item; the message suggests the closest slugs."""
+
+
+@cache
+def all_items() -> tuple[Item, ...]:
+    """All sixty items in canon order."""
+    return tuple(Item(*row) for row in ROWS)
+
+
+@cache
+def _by_slug() -> dict[str, Item]:
+    return {item.slug: item for item in all_items()}
+
+
+def get(key: str | int) -> Item:
+    """The item named by a slug or a number; raises UnknownItemError with suggestions otherwise."""
+    text = str(key).strip().lstrip("#")
+    if text.isdigit():
+        number = int(text)
+        if 1 <= number <= len(all_items()):
+            return all_items()[number - 1]
+        raise UnknownItemError(f"unknown canon item {key!r}: numbers run from 1 to {len(all_items())}")
+    item = _by_slug().get(text.removesuffix(".py"))
+    if item is None:
+        item = _by_module().get(text.removesuffix(".py"), (None,))[0]
+    if item is None:
+        raise UnknownItemError(_unknown_message(text))
+    return item
+
+
+def _unknown_message(text: str) -> str:
+    candidates = list(dict.fromkeys([*_by_slug(), *_by_module()]))
+    close = difflib.get_close_matches(text, candidates, n=3, cutoff=0.5)
+    if not close:
+        tail = text.rsplit("/", 1)[-1]
+        close = [s for s in _by_slug() if tail and tail in s][:3]
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown canon item {text!r}{hint} (run `mlcanon list` to see all sixty)"
+
+
+@cache
+def _by_module() -> dict[str, tuple[Item, ...]]:
+    table: dict[str, list[Item]] = {}
+    for item in all_items():
+        for module in item.modules:
+            table.setdefault(module, []).append(item)
+    return {module: tuple(items) for module, items in table.items()}
+
+
+def items_for_module(module: str) -> tuple[Item, ...]:
+    """Items implemented (at least partly) in ``<area>/<module>`` (``transformer/multihead`` -> #26, #28)."""
+    return _by_module().get(module.removesuffix(".py"), ())
+
+
+@cache
+def items_for_test_file(name: str) -> tuple[Item, ...]:
+    """Items whose reference tests live in ``canon_tests/<name>``."""
+    return tuple(item for item in all_items() if name in item.test_files)
+
+
+def select(selector: str) -> tuple[Item, ...]:
+    """Resolve a selector to items in canon order, without duplicates.
+
+    Accepts slugs, numbers, module paths, globs over slugs (``transformer/*``), blocks (``block:3``),
+    and comma lists of these. Raises UnknownItemError naming the first part that matched nothing.
+    """
+    chosen: dict[int, Item] = {}
+    parts = [part.strip() for part in selector.split(",") if part.strip()]
+    if not parts:
+        raise UnknownItemError("empty canon item selector: give a slug, a number, a glob or block:N")
+    for part in parts:
+        for item in _select_one(part):
+            chosen[item.number] = item
+    return tuple(chosen[n] for n in sorted(chosen))
+
+
+def _select_one(part: str) -> tuple[Item, ...]:
+    if part.lower().startswith("block:"):
+        block = part.split(":", 1)[1].strip()
+        found = tuple(item for item in all_items() if str(item.block) == block)
+        if not found:
+            blocks = sorted({item.block for item in all_items()})
+            raise UnknownItemError(f"unknown canon block {block!r}: blocks are {blocks[0]} to {blocks[-1]}")
+        return found
+    if any(ch in part for ch in "*?["):
+        found = tuple(item for item in all_items() if fnmatch.fnmatchcase(item.slug, part))
+        if not found:
+            raise UnknownItemError(f"canon item glob {part!r} matches no slug (run `mlcanon list`)")
+        return found
+    if "-" in part and all(p.strip().isdigit() for p in part.split("-", 1)):
+        lo, hi = (int(p) for p in part.split("-", 1))
+        return tuple(get(n) for n in range(lo, hi + 1))
+    text = part.removesuffix(".py")
+    if text in _by_module() and text not in _by_slug():
+        return _by_module()[text]
+    return (get(part),)

@@ -1,0 +1,5 @@
+"""The mlcanon command (placeholder)."""
+
+
+def main() -> int:
+    return 0
