@@ -1,1 +1,151 @@
-"""pytest plugin entry point (placeholder while the foundation is built)."""
+"""The pytest plugin: options and thin hooks, each delegating to ``run``, ``rubric`` and ``reports``.
+
+Nothing heavy is imported at load (``pytest --help`` must not import torch); the run object is built
+in ``pytest_configure`` only when ``--canon-item`` is given. Without it the plugin only registers
+its markers and stays out of the way of an ordinary test run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_mlcanon import settings as settings_mod
+
+if TYPE_CHECKING:
+    from pytest_mlcanon.run import CanonRun
+
+RUN_PLUGIN_NAME = "mlcanon-run"
+_IMPL_KEY = pytest.StashKey["tuple[Any, Any]"]()
+
+MARKERS = (
+    "canon(slug): ties a reference test to a canon item (slug or number) where a file holds several",
+    "numerics_probe: an extreme-input probe; counts toward the rubric's Numerics axis",
+    "edge_case: an edge case of the item (empty input, batch of one); counts toward Correctness",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mlcanon", "coding canon (pytest-mlcanon)")
+    group.addoption(
+        "--canon-item", dest="canon_item", metavar="ITEMS", default=None,
+        help="run the canon's reference tests for ITEMS: a slug (posttrain/dpo), a number (55), a glob "
+        "(transformer/*), block:N, or a comma list; then score the rubric",
+    )
+    group.addoption(
+        "--impl", dest="canon_impl", metavar="PATH", default=None,
+        help="learner directory laid out <area>/<module>.py (default: $MLCANON_IMPL, else practice/, "
+        "src/mlbook/, mlbook/ or any canon-like folder here); --impl=canon_refs runs the references",
+    )
+    group.addoption(
+        "--timed", dest="canon_timed", action="store_true", default=False,
+        help="show elapsed time per item against its from-memory target (timer kept in .mlcanon/)",
+    )
+    group.addoption(
+        "--canon-report", dest="canon_report", action="append", default=[], metavar="FORMAT:PATH",
+        help="also write the rubric report: json:PATH or markdown:PATH (repeatable)",
+    )
+    for spec in settings_mod.SPECS:
+        if spec.flag is not None:
+            kwargs: dict[str, Any] = {"dest": f"mlcanon_{spec.key}", "default": None, "help": spec.help}
+            if spec.parse is settings_mod._bool:  # noqa: SLF001 - flags are store_true
+                kwargs.update(action="store_true")
+            group.addoption(spec.flag, **kwargs)
+        parser.addini(settings_mod.ini_name(spec.key), spec.help, default=None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """Resolve the items and the learner directory and install the redirect before any conftest."""
+    ns = early_config.known_args_namespace
+    if getattr(ns, "canon_item", None) is None or getattr(ns, "help", False):
+        return
+    from pytest_mlcanon import catalog, impl, redirect
+
+    try:
+        items = catalog.select(ns.canon_item)
+        chosen = impl.resolve(ns.canon_impl, early_config.invocation_params.dir)
+    except (catalog.UnknownItemError, impl.ImplError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    redirect.install(chosen.path)
+    early_config.stash[_IMPL_KEY] = (items, chosen)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    if _IMPL_KEY not in config.stash:
+        return
+    from pytest_mlcanon.run import CanonRun
+
+    items, chosen = config.stash[_IMPL_KEY]
+    try:
+        resolved = settings_mod.resolve(
+            cli={s.key: config.getoption(f"mlcanon_{s.key}", None) for s in settings_mod.SPECS},
+            ini={s.key: config.getini(settings_mod.ini_name(s.key)) for s in settings_mod.SPECS},
+            pyproject=settings_mod.read_pyproject(config.rootpath),
+        )
+        reports = _parse_report_targets(config.getoption("canon_report"))
+    except (settings_mod.SettingsError, ValueError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if config.args_source == pytest.Config.ArgsSource.ARGS and config.args and not hasattr(config, "workerinput"):
+        raise pytest.UsageError(
+            "--canon-item collects the item's reference tests itself; drop the positional paths "
+            f"({' '.join(config.args)})"
+        )
+    run = CanonRun(config, items, chosen, resolved, reports=reports, timed=config.getoption("canon_timed"))
+    run.prepare()
+    config.args[:] = run.test_paths()
+    config.pluginmanager.register(run, RUN_PLUGIN_NAME)
+
+
+def _parse_report_targets(values: list[str]) -> list[tuple[str, Path]]:
+    targets = []
+    for value in values:
+        fmt, sep, path = value.partition(":")
+        if not sep or not path or fmt not in {"json", "markdown"}:
+            raise ValueError(f"--canon-report={value!r}: expected json:PATH or markdown:PATH")
+        targets.append((fmt, Path(path)))
+    return targets
+
+
+def _run(config: pytest.Config) -> CanonRun | None:
+    return config.pluginmanager.get_plugin(RUN_PLUGIN_NAME)  # type: ignore[no-any-return]
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    run = _run(config)
+    if run is None:
+        return
+    kept, dropped = run.select(items)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, None, None]:
+    """After the tests, score the rubric and turn failures into a failing exit status (as pytest-cov)."""
+    yield
+    run = _run(session.config)
+    if run is None or hasattr(session.config, "workerinput"):
+        return
+    session.testsfailed += run.finish()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    run = _run(config)
+    if run is not None and not hasattr(config, "workerinput"):
+        run.summarize(terminalreporter)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run = _run(config)
+    if run is not None:
+        from pytest_mlcanon import redirect
+
+        redirect.uninstall()
+

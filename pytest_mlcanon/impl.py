@@ -1,0 +1,123 @@
+"""Which directory holds the learner's implementation, and which of an item's files it provides.
+
+Resolution order: ``--impl``, then the ``MLCANON_IMPL`` environment variable, then discovery under
+the current directory (``practice/``, ``src/mlbook/``, ``mlbook/``, then any folder laid out like
+the canon). ``--impl=canon_refs`` names the references themselves: that is how the project's own
+suite and the self-check run; discovery never picks them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_mlcanon import catalog
+from pytest_mlcanon.redirect import REF_PACKAGE, reference_dir
+
+ENV_VAR = "MLCANON_IMPL"
+PREFERRED = ("practice", "src/mlbook", "mlbook")
+_SKIP_DIRS = frozenset({".git", ".venv", "venv", "env", "node_modules", "site-packages", "__pycache__", ".tox"})
+_DISCOVERY_DEPTH = 3
+
+
+class ImplError(ValueError):
+    """The learner directory could not be resolved; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Impl:
+    """The resolved learner directory and how it was chosen."""
+
+    path: Path
+    source: str  # "--impl", "MLCANON_IMPL", "discovered" or "reference"
+
+    @property
+    def is_reference(self) -> bool:
+        return self.source == "reference" or self.path == reference_dir()
+
+    def file_for(self, module: str) -> Path | None:
+        """The file implementing ``<area>/<module>`` here, or None when it is missing."""
+        path = self.path / f"{module}.py"
+        return path if path.is_file() else None
+
+    def missing_modules(self, item: catalog.Item) -> tuple[str, ...]:
+        """The item's modules this directory does not provide."""
+        return tuple(m for m in item.modules if self.file_for(m) is None)
+
+    def files(self, item: catalog.Item) -> tuple[Path, ...]:
+        """The item's files present here, in catalog order."""
+        return tuple(p for m in item.modules if (p := self.file_for(m)) is not None)
+
+    def describe(self) -> str:
+        how = {"--impl": "from --impl", "MLCANON_IMPL": f"from ${ENV_VAR}", "discovered": "discovered"}
+        if self.is_reference:
+            return f"reference implementations ({self.path})"
+        return f"{self.path} ({how.get(self.source, self.source)})"
+
+
+def resolve(option: str | None, cwd: Path, environ: os._Environ[str] | dict[str, str] = os.environ) -> Impl:
+    """Resolve the learner directory; raises ImplError with a one-line explanation."""
+    if option:
+        return _explicit(option, cwd, "--impl")
+    if environ.get(ENV_VAR):
+        return _explicit(environ[ENV_VAR], cwd, ENV_VAR)
+    found = discover(cwd)
+    if found is None:
+        raise ImplError(
+            f"no learner directory found under {cwd}: create practice/<area>/<module>.py "
+            f"(e.g. practice/posttrain/dpo.py), or pass --impl=PATH (--impl=canon_refs runs the references)"
+        )
+    return Impl(found, "discovered")
+
+
+def _explicit(value: str, cwd: Path, source: str) -> Impl:
+    if value == REF_PACKAGE:
+        return Impl(reference_dir(), "reference")
+    path = (cwd / value).expanduser().resolve()
+    if not path.exists():
+        raise ImplError(f"{source} path {value!r} does not exist (resolved to {path})")
+    if not path.is_dir():
+        raise ImplError(f"{source} path {value!r} is not a directory: point it at the folder holding <area>/<module>.py")
+    if path == reference_dir():
+        return Impl(path, "reference")
+    return Impl(path, source)
+
+
+def looks_like_canon(path: Path) -> bool:
+    """True when ``path`` holds at least one ``<area>/<module>.py`` of the catalog."""
+    return any((path / f"{m}.py").is_file() for item in catalog.all_items() for m in item.modules)
+
+
+def discover(cwd: Path) -> Path | None:
+    """The learner directory under ``cwd``: a preferred name first, else the shallowest canon-like folder."""
+    refs = reference_dir()
+    for name in PREFERRED:
+        candidate = cwd / name
+        if candidate.is_dir() and looks_like_canon(candidate):
+            return candidate.resolve()
+    if looks_like_canon(cwd) and cwd.resolve() != refs:
+        return cwd.resolve()
+    frontier = [cwd]
+    for _ in range(_DISCOVERY_DEPTH):
+        found: list[Path] = []
+        next_frontier: list[Path] = []
+        for folder in frontier:
+            for child in sorted(_subdirs(folder)):
+                if child.resolve() == refs or child.name == REF_PACKAGE:
+                    continue
+                (found if looks_like_canon(child) else next_frontier).append(child)
+        if len(found) > 1:
+            listed = ", ".join(str(p.relative_to(cwd)) for p in found)
+            raise ImplError(f"several learner directories under {cwd}: {listed}; choose one with --impl=PATH")
+        if found:
+            return found[0].resolve()
+        frontier = next_frontier
+    return None
+
+
+def _subdirs(folder: Path) -> list[Path]:
+    try:
+        return [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in _SKIP_DIRS]
+    except OSError:
+        return []

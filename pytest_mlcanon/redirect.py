@@ -1,0 +1,109 @@
+"""Import redirection: ``canon_refs.<area>.<module>`` resolves to the learner's file when it exists.
+
+A meta-path finder placed first on ``sys.meta_path``:
+
+* ``canon_refs.<area>.<module>``: the learner's ``<impl>/<area>/<module>.py`` if present, else the
+  normal import of the reference (the finder declines and the next finder takes over).
+* ``mlbook``, ``mlbook.<area>``: empty alias packages; ``mlbook.<area>.<module>``: the very same
+  module object as ``canon_refs.<area>.<module>``, so classes compare equal whichever name a
+  learner imported them by.
+
+Support modules that are not canon items (``canon_refs/rl/envs.py``) are never redirected.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REF_PACKAGE = "canon_refs"
+ALIAS_PACKAGE = "mlbook"
+NEVER_REDIRECTED = frozenset({"rl/envs"})
+
+
+def reference_dir() -> Path:
+    """Directory of the installed ``canon_refs`` package, found without importing any item."""
+    spec = importlib.util.find_spec(REF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the canon_refs package is not installed next to pytest_mlcanon")
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Loads ``mlbook.<area>.<module>`` as the module object of ``canon_refs.<area>.<module>``."""
+
+    def __init__(self, target: str | None) -> None:
+        self.target = target
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        if self.target is None:
+            return None  # a plain empty package (mlbook, mlbook.<area>)
+        return importlib.import_module(self.target)
+
+    def exec_module(self, module: ModuleType) -> None:
+        if self.target is not None:
+            # importlib stamped the alias spec on the shared module object; give it back its own.
+            target_spec = importlib.util.find_spec(self.target)
+            module.__spec__ = target_spec
+            module.__loader__ = target_spec.loader if target_spec else None
+
+
+class CanonFinder(importlib.abc.MetaPathFinder):
+    """Resolve canon modules to ``impl_dir`` first, the installed reference second."""
+
+    def __init__(self, impl_dir: Path) -> None:
+        self.impl_dir = impl_dir.resolve()
+
+    def learner_file(self, module: str) -> Path | None:
+        """The learner's file for ``<area>/<module>``, or None when it falls back to the reference."""
+        if module in NEVER_REDIRECTED:
+            return None
+        path = self.impl_dir / f"{module}.py"
+        return path if path.is_file() else None
+
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        parts = fullname.split(".")
+        if parts[0] == REF_PACKAGE and len(parts) == 3:
+            learner = self.learner_file("/".join(parts[1:]))
+            if learner is None:
+                return None
+            return importlib.util.spec_from_file_location(fullname, learner)
+        if parts[0] == ALIAS_PACKAGE and len(parts) <= 3:
+            is_package = len(parts) < 3
+            target_name = None if is_package else ".".join([REF_PACKAGE, *parts[1:]])
+            spec = importlib.machinery.ModuleSpec(fullname, _AliasLoader(target_name), is_package=is_package)
+            if is_package:
+                spec.submodule_search_locations = []
+            return spec
+        return None
+
+
+def install(impl_dir: Path) -> CanonFinder:
+    """Put a finder for ``impl_dir`` first on ``sys.meta_path`` and forget cached canon modules."""
+    uninstall()
+    _forget_canon_modules()
+    finder = CanonFinder(impl_dir)
+    sys.meta_path.insert(0, finder)
+    return finder
+
+
+def uninstall() -> None:
+    """Remove every CanonFinder and the canon modules they loaded."""
+    had_finder = any(isinstance(f, CanonFinder) for f in sys.meta_path)
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, CanonFinder)]
+    if had_finder:
+        _forget_canon_modules()
+
+
+def _forget_canon_modules() -> None:
+    for name in list(sys.modules):
+        head = name.split(".", 1)[0]
+        if (head == REF_PACKAGE and name.count(".") == 2) or head == ALIAS_PACKAGE:
+            del sys.modules[name]

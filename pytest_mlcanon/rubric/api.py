@@ -1,0 +1,179 @@
+"""API-fluency axis: silent full transposes, ``.view`` on transposed tensors, element loops,
+deprecated APIs, the catalog's forbidden shortcuts, and stalling past the time target.
+
+Codes: ``API001`` full transpose of a 3-D+ tensor, ``API002`` ``.view`` right after a transpose,
+``API003`` Python double loop over elements, ``API004`` deprecated API, ``API005`` forbidden
+shortcut for this item, ``API006`` past the time target (``--timed``), ``API007`` legacy global
+NumPy RNG.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from pytest_mlcanon.catalog import Item
+from pytest_mlcanon.rubric import shape_grammar
+from pytest_mlcanon.rubric.model import AxisResult, Finding
+from pytest_mlcanon.rubric.source import Source, call_name, functions, resolve
+from pytest_mlcanon.settings import Settings
+
+DEPRECATED = {
+    "torch.symeig": "torch.linalg.eigh", "torch.eig": "torch.linalg.eig", "torch.solve": "torch.linalg.solve",
+    "torch.lstsq": "torch.linalg.lstsq", "torch.matrix_rank": "torch.linalg.matrix_rank",
+    "torch.qr": "torch.linalg.qr", "torch.cholesky": "torch.linalg.cholesky",
+    "torch.chain_matmul": "torch.linalg.multi_dot", "torch.autograd.Variable": "a plain tensor",
+    "torch.nn.functional.sigmoid": "torch.sigmoid", "torch.nn.functional.tanh": "torch.tanh",
+    "torch.nn.functional.upsample": "F.interpolate", "torch.norm": "torch.linalg.norm / vector_norm",
+    "numpy.float": "float", "numpy.int": "int", "numpy.bool": "bool", "numpy.object": "object",
+    "numpy.asscalar": "x.item()", "numpy.matrix": "a 2-D ndarray", "numpy.product": "np.prod",
+    "numpy.alltrue": "np.all", "numpy.sometrue": "np.any", "numpy.cumproduct": "np.cumprod",
+}
+LEGACY_RNG = frozenset({"seed", "rand", "randn", "randint", "random", "normal", "uniform", "choice", "shuffle",
+                        "permutation"})
+TRANSPOSERS = frozenset({"transpose", "permute", "movedim", "swapaxes", "T", "mT"})
+_SIZE_CALLS = frozenset({"len", "size", "numel"})
+
+
+def _ranks_by_name(fn: ast.AST, source: Source) -> dict[str, list[tuple[int, int | None]]]:
+    """For each plain name assigned in ``fn``: (line, rank from its shape comment) in line order."""
+    table: dict[str, list[tuple[int, int | None]]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            table.setdefault(node.targets[0].id, []).append((node.lineno, _comment_rank(source, node.lineno)))
+    for entries in table.values():
+        entries.sort()
+    return table
+
+
+def _comment_rank(source: Source, line: int) -> int | None:
+    comment = source.comment(line)
+    if comment is None or not shape_grammar.looks_like_shape(comment):
+        return None
+    try:
+        parsed = shape_grammar.parse(comment)
+    except shape_grammar.ShapeSyntaxError:
+        return None
+    return parsed.values[0][0].rank
+
+
+def _rank_before(table: dict[str, list[tuple[int, int | None]]], name: str, line: int) -> int | None:
+    rank = None
+    for assigned_line, assigned_rank in table.get(name, []):
+        if assigned_line < line:
+            rank = assigned_rank
+    return rank
+
+
+def _transposed(node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute) and node.attr in {"T", "mT"}:
+        return True
+    return isinstance(node, ast.Call) and call_name(node) in TRANSPOSERS
+
+
+def _element_loop(node: ast.AST) -> bool:
+    """``for i in range(len(x))`` / ``range(x.shape[0])`` / ``range(x.size(0))``."""
+    if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and call_name(node.iter) == "range"):
+        return False
+    for arg in node.iter.args:
+        for sub in ast.walk(arg):
+            if isinstance(sub, ast.Call) and call_name(sub) in _SIZE_CALLS:
+                return True
+            if isinstance(sub, ast.Attribute) and sub.attr == "shape":
+                return True
+    return False
+
+
+def _loop_names(loop: ast.For) -> set[str]:
+    return {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+
+
+def static_findings(source: Source, item: Item | None) -> list[Finding]:
+    """Every static API finding in one file (forbidden shortcuts need the item)."""
+    out: list[Finding] = []
+    where = source.display
+    for fn in functions(source.tree):
+        ranks = _ranks_by_name(fn, source)
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Attribute) and node.attr == "T" and isinstance(node.value, ast.Name):
+                rank = _rank_before(ranks, node.value.id, node.lineno)
+                own = _comment_rank(source, node.lineno)
+                if (rank is not None and rank >= 3) or (own is not None and own >= 3):
+                    out.append(Finding("API001", where, node.lineno, f"`{node.value.id}.T` reverses every axis of "
+                                       "a 3-D+ tensor; only the last two were meant to swap",
+                                       "use .transpose(-2, -1) or .mT"))
+            if isinstance(node, ast.Call) and call_name(node) == "transpose" and not node.args and not node.keywords:
+                receiver = getattr(node.func, "value", None)
+                if isinstance(receiver, ast.Name):
+                    rank = _rank_before(ranks, receiver.id, node.lineno)
+                    if rank is not None and rank >= 3:
+                        out.append(Finding("API001", where, node.lineno, "np.transpose without axes reverses "
+                                           "every axis of a 3-D+ array", "pass axes, or use np.swapaxes(x, -1, -2)"))
+            if isinstance(node, ast.Call) and call_name(node) == "view" and isinstance(node.func, ast.Attribute):
+                receiver = node.func.value
+                if _transposed(receiver) or (
+                    isinstance(receiver, ast.Name) and _name_from_transpose(fn, receiver.id, node.lineno)
+                ):
+                    out.append(Finding("API002", where, node.lineno, ".view on a transposed (non-contiguous) "
+                                       "tensor raises at run time or needs a silent copy elsewhere",
+                                       "use .reshape(...), or .contiguous().view(...)"))
+            if _element_loop(node):
+                assert isinstance(node, ast.For)
+                inner = [n for n in ast.walk(node) if n is not node and _element_loop(n)]
+                if inner:
+                    out.append(Finding("API003", where, node.lineno, "Python double loop over tensor elements "
+                                       "where the item expects vectorised code",
+                                       "broadcast instead: a[:, None, :] - b[None, :, :], or one matmul"))
+    seen_forbidden: set[tuple[int, str]] = set()
+    for node in ast.walk(source.tree):
+        for full in _full_names(node, source):
+            out.extend(_name_findings(node, full, where))
+            for banned in item.forbidden if item else ():
+                if (full == banned or full.startswith(banned + ".")) and (node.lineno, banned) not in seen_forbidden:
+                    seen_forbidden.add((node.lineno, banned))
+                    out.append(Finding("API005", where, node.lineno, f"`{full}` is a forbidden shortcut for "
+                                       f"{item.label if item else ''}: the drill is to write it yourself",
+                                       "implement it from the formula"))
+    return sorted(set(out), key=lambda f: (f.line, f.code))
+
+
+def _name_findings(node: ast.AST, full: str, where: str) -> list[Finding]:
+    found = []
+    if full in DEPRECATED and isinstance(node, ast.Attribute):
+        found.append(Finding("API004", where, node.lineno, f"`{full}` is deprecated", f"use {DEPRECATED[full]}"))
+    parts = full.split(".")
+    if parts[:2] == ["numpy", "random"] and len(parts) == 3 and parts[2] in LEGACY_RNG:
+        found.append(Finding("API007", where, node.lineno, f"`np.random.{parts[2]}` uses the legacy global RNG",
+                             "take a seed and use rng = np.random.default_rng(seed)"))
+    return found
+
+
+def _full_names(node: ast.AST, source: Source) -> list[str]:
+    """Fully qualified names used at ``node``: imports, and Name/Attribute chains through aliases."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        return [f"{node.module}.{alias.name}" for alias in node.names]
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+        full = resolve(node, source.aliases)
+        return [full] if full else []
+    return []
+
+
+def _name_from_transpose(fn: ast.AST, name: str, line: int) -> bool:
+    latest: ast.expr | None = None
+    latest_line = -1
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and node.lineno < line and node.lineno > latest_line:
+            if any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                latest, latest_line = node.value, node.lineno
+    return latest is not None and _transposed(latest)
+
+
+def evaluate(sources: Iterable[Source], item: Item, settings: Settings,
+             extra: Iterable[Finding] = ()) -> AxisResult:
+    """Passes when no enabled API rule fires (``extra`` carries run-time evidence such as API006)."""
+    findings = [f for s in sources for f in static_findings(s, item) if settings.enabled(f.code)]
+    findings += [f for f in extra if settings.enabled(f.code)]
+    return AxisResult(not findings, tuple(findings))
+

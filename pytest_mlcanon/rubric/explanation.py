@@ -1,0 +1,79 @@
+"""Explanation axis: do the docstrings state the plan, the shapes, a trade-off, and what to test?
+
+Codes: ``EXP001`` no module docstring, ``EXP002`` public function or class without a docstring,
+``EXP003`` module docstring too short to state a plan, ``EXP004`` no shapes stated in any docstring,
+``EXP005`` no trade-off or reason stated, ``EXP006`` nothing said about what to test.
+
+Docstrings are prose, so the checks on their content are word and pattern checks on prose.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+
+from pytest_mlcanon.rubric.model import AxisResult, Finding
+from pytest_mlcanon.rubric.source import Source
+from pytest_mlcanon.settings import Settings
+
+SHAPE_IN_PROSE = re.compile(r"\(\s*(?:[A-Za-z_][\w]*|\d+|\.\.\.)\s*(?:,\s*(?:[A-Za-z_][\w*+\-/ ]*|\d+|\.\.\.)\s*)*,?\s*\)")
+TRADE_OFF_WORDS = ("because", "instead of", "rather than", "trade-off", "tradeoff", "trade off", "why",
+                   "so that", "otherwise", "at the cost of", "cheaper", "costs")
+TEST_WORDS = ("test", "check", "verify", "assert")
+
+
+def _documented(node: ast.AST) -> bool:
+    return ast.get_docstring(node) is not None  # type: ignore[arg-type]
+
+
+def _public_defs(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
+    """Top-level functions and classes, and the methods of public classes, whose names are public."""
+    found: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+            found.append(node)
+            if isinstance(node, ast.ClassDef):
+                found += [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          and not m.name.startswith("_")]
+    return found
+
+
+def _all_docstrings(tree: ast.Module) -> list[str]:
+    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
+    return [doc for n in nodes if (doc := ast.get_docstring(n))]
+
+
+def findings_for(source: Source, settings: Settings) -> list[Finding]:
+    """Every Explanation finding of one file."""
+    out: list[Finding] = []
+    where = source.display
+    module_doc = ast.get_docstring(source.tree) or ""
+    if not module_doc:
+        out.append(Finding("EXP001", where, 1, "no module docstring: the plan is not written down",
+                           "open the file with what it implements, the subtle point, the shapes and what you would test"))
+    elif len(module_doc.split()) < settings.docstring_min_words:
+        out.append(Finding("EXP003", where, 1, f"module docstring has {len(module_doc.split())} words; a plan needs "
+                           f"at least {settings.docstring_min_words}", "say what the module does and the subtle point"))
+    for node in _public_defs(source.tree):
+        if not _documented(node):
+            kind = "class" if isinstance(node, ast.ClassDef) else "function"
+            out.append(Finding("EXP002", where, node.lineno, f"public {kind} `{node.name}` has no docstring",
+                               "state its shapes, dtypes and the errors it raises"))
+    prose = "\n".join(_all_docstrings(source.tree))
+    lowered = prose.lower()
+    if prose and not SHAPE_IN_PROSE.search(prose):
+        out.append(Finding("EXP004", where, 1, "no docstring states a shape", "write shapes such as (B, T, d) in the docstrings"))
+    if prose and not any(word in lowered for word in TRADE_OFF_WORDS):
+        out.append(Finding("EXP005", where, 1, "no trade-off or reason is stated",
+                           "say why a choice was made (`because ...`, `instead of ...`)"))
+    if prose and not any(word in lowered for word in TEST_WORDS):
+        out.append(Finding("EXP006", where, 1, "nothing says what you would test",
+                           "list the checks: a closed-form value, a gradient check, an edge case"))
+    return out
+
+
+def evaluate(sources: Iterable[Source], settings: Settings) -> AxisResult:
+    """Passes when no enabled Explanation rule fires on any of the item's files."""
+    findings = [f for s in sources for f in findings_for(s, settings) if settings.enabled(f.code)]
+    return AxisResult(not findings, tuple(findings))

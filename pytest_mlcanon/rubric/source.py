@@ -1,0 +1,139 @@
+"""A parsed Python file for the static rules: its AST, its comments by line, and import aliases.
+
+Comments come from ``tokenize`` and structure from ``ast``; no rule reads code with a regex.
+Parsing is cached by the file's content hash, so a file scored for several items (``multihead.py``
+for #26 and #28) or linted again is parsed once.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import io
+import tokenize
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Source:
+    """One file: ``display`` is the path shown in findings."""
+
+    path: Path
+    display: str
+    text: str
+    tree: ast.Module
+    comments: dict[int, str] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    def comment(self, line: int) -> str | None:
+        """The comment on physical line ``line`` without its ``#`` and leading space, or None."""
+        return self.comments.get(line)
+
+
+class SourceError(ValueError):
+    """The file cannot be parsed; ``line`` is where."""
+
+    def __init__(self, message: str, line: int = 0) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def load(path: Path, display: str | None = None) -> Source:
+    """Parse ``path``; raises SourceError on a syntax error or an unreadable file."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
+    parsed = _parse(hashlib.sha256(raw).hexdigest(), raw)
+    return Source(path, display or str(path), *parsed)
+
+
+@lru_cache(maxsize=256)
+def _parse(digest: str, raw: bytes) -> tuple[str, ast.Module, dict[int, str], dict[str, str]]:
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise SourceError(f"SyntaxError: {exc.msg}", exc.lineno or 0) from exc
+    return text, tree, _comments(text), import_aliases(tree)
+
+
+def _comments(text: str) -> dict[int, str]:
+    found: dict[int, str] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                found[tok.start[0]] = tok.string[1:].strip()
+    except (tokenize.TokenError, IndentationError):
+        pass
+    return found
+
+
+def import_aliases(tree: ast.Module) -> dict[str, str]:
+    """Local name -> dotted origin for every import (``F`` -> ``torch.nn.functional``)."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:
+                    root = alias.name.split(".", 1)[0]
+                    aliases.setdefault(root, root)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
+def dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def resolve(node: ast.AST, aliases: dict[str, str]) -> str | None:
+    """The fully qualified dotted name of a Name/Attribute chain through the import aliases."""
+    name = dotted(node)
+    if name is None:
+        return None
+    head, _, rest = name.partition(".")
+    origin = aliases.get(head)
+    if origin is None:
+        return None
+    return f"{origin}.{rest}" if rest else origin
+
+
+def call_name(call: ast.Call) -> str:
+    """The last component of a call's function (``softmax`` for ``F.softmax(x)``), or ''."""
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return ""
+
+
+def functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every function and method in the tree."""
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def statements_with_values(tree: ast.AST) -> list[tuple[ast.stmt, ast.expr]]:
+    """Assignments (plain, annotated, augmented) and returns with their value expression."""
+    found: list[tuple[ast.stmt, ast.expr]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.Return)) and node.value is not None:
+            found.append((node, node.value))
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            found.append((node, node.value))
+    found.sort(key=lambda pair: (pair[0].lineno, pair[0].col_offset))
+    return found

@@ -1,0 +1,313 @@
+"""One ``pytest --canon-item`` run: which items, which learner files, which tests, which outcomes.
+
+Built in ``pytest_configure`` only when ``--canon-item`` is given and registered with the plugin
+manager as ``mlcanon-run``; the hook functions in ``plugin.py`` delegate here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import io
+import traceback
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_mlcanon import catalog, redirect, rubric
+from pytest_mlcanon.impl import Impl
+from pytest_mlcanon.reports import Report, write
+from pytest_mlcanon.reports import terminal as terminal_report
+from pytest_mlcanon.rubric.model import AXES, ItemScore, Outcome
+from pytest_mlcanon.settings import Settings
+from pytest_mlcanon.timer import TimerState, stall_finding
+
+TEST_PACKAGE = "canon_tests"
+ITEM_PROPERTY = "canon_item"
+
+
+def tests_dir() -> Path:
+    """Directory of the installed ``canon_tests`` package (found without importing any test)."""
+    spec = importlib.util.find_spec(TEST_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the canon_tests package is not installed next to pytest_mlcanon")
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
+@dataclass
+class ItemState:
+    """What the run knows about one selected item before the rubric scores it."""
+
+    item: catalog.Item
+    files: tuple[Path, ...] = ()
+    status: str = "pending"  # pending -> scored | not attempted | error | no tests
+    error: str = ""
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+
+class CanonRun:
+    """State of one canon run, shared by the hooks."""
+
+    def __init__(self, config: pytest.Config, items: tuple[catalog.Item, ...], impl: Impl, settings: Settings, *,
+                 reports: list[tuple[str, Path]] | None = None, timed: bool = False) -> None:
+        self.config = config
+        self.impl = impl
+        self.settings = settings
+        self.report_targets = reports or []
+        self.timed = timed
+        self.states = {item.number: ItemState(item) for item in items}
+        self.report: Report | None = None
+        self.messages: list[str] = []
+
+    # -- before collection -------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Decide per item: not attempted, import error, no tests, or ready to run."""
+        available = tests_dir()
+        for state in self.states.values():
+            item = state.item
+            state.files = self.impl.files(item)
+            missing = self.impl.missing_modules(item)
+            if missing:
+                state.status = "not attempted"
+                listed = ", ".join(f"{m}.py" for m in missing)
+                state.error = f"no {listed} under {self.impl.path}"
+                continue
+            if not all((available / name).is_file() for name in item.test_files):
+                state.status = "no tests"
+                state.error = "the canon has no reference tests for this item yet"
+                continue
+            state.error = self._import_error(item)
+            if state.error:
+                state.status = "error"
+
+    def _import_error(self, item: catalog.Item) -> str:
+        """Import the item's modules once; a failure becomes a one-line verdict naming file:line."""
+        for module in item.modules:
+            name = f"{redirect.REF_PACKAGE}.{module.replace('/', '.')}"
+            sink = io.StringIO()
+            try:
+                with redirect_stdout(sink), redirect_stderr(sink):
+                    importlib.import_module(name)
+            except (Exception, SystemExit) as exc:  # learner code may raise anything, even SystemExit
+                return _describe_import_error(exc, self.impl.path)
+        return ""
+
+    def test_paths(self) -> list[str]:
+        """The test files of the items that will run, each once, in canon order."""
+        base = tests_dir()
+        paths: dict[str, None] = {}
+        for state in self.states.values():
+            if state.status == "pending":
+                for name in state.item.test_files:
+                    paths[str(base / name)] = None
+        blocked = self._blocked_files()
+        return [p for p in paths if Path(p).name not in blocked]
+
+    def _blocked_files(self) -> set[str]:
+        """Test files shared with an item whose learner module failed to import: they cannot import."""
+        return {
+            name
+            for state in self.states.values()
+            if state.status == "error"
+            for name in state.item.test_files
+        }
+
+    # -- collection ---------------------------------------------------------------------------------
+    def owner(self, node: pytest.Item) -> catalog.Item | None:
+        """The canon item a collected test belongs to: its ``canon`` marker, else its file's only item."""
+        marker = node.get_closest_marker("canon")
+        if marker is not None and marker.args:
+            try:
+                return catalog.get(marker.args[0])
+            except catalog.UnknownItemError:
+                return None
+        owners = catalog.items_for_test_file(Path(str(node.fspath)).name)
+        return owners[0] if len(owners) == 1 else None
+
+    def select(self, items: list[pytest.Item]) -> tuple[list[pytest.Item], list[pytest.Item]]:
+        """Split collected tests into (kept, deselected) by the selected, runnable items."""
+        kept: list[pytest.Item] = []
+        dropped: list[pytest.Item] = []
+        for node in items:
+            owner = self.owner(node)
+            state = self.states.get(owner.number) if owner else None
+            if state is not None and state.status == "pending":
+                node.user_properties.append((ITEM_PROPERTY, owner.slug))  # type: ignore[union-attr]
+                kept.append(node)
+            else:
+                dropped.append(node)
+        return kept, dropped
+
+    # -- outcomes (hooks of this registered plugin object, so they also run on an xdist controller) --
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.record(report)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        self.record_collect_error(report)
+
+    def record(self, report: pytest.TestReport) -> None:
+        """Fold one phase report into the test's final outcome (works on an xdist controller too)."""
+        slug = dict(report.user_properties).get(ITEM_PROPERTY)
+        if slug is None:
+            return
+        state = self.states.get(catalog.get(slug).number)
+        if state is None:
+            return
+        previous = state.outcomes.get(report.nodeid)
+        outcome = _phase_outcome(report)
+        if outcome is None:
+            return
+        keywords = report.keywords
+        if previous is not None and _rank(previous.outcome) >= _rank(outcome):
+            return
+        state.outcomes[report.nodeid] = Outcome(
+            nodeid=report.nodeid,
+            outcome=outcome,
+            probe="numerics_probe" in keywords,
+            edge="edge_case" in keywords,
+            message=_short_message(report),
+            duration=(previous.duration if previous else 0.0) + float(getattr(report, "duration", 0.0)),
+        )
+
+    def record_collect_error(self, report: pytest.CollectReport) -> None:
+        """A test file that failed to import marks each selected item it holds as an error."""
+        if not report.failed:
+            return
+        name = Path(str(report.nodeid).split("::")[0]).name
+        for item in catalog.items_for_test_file(name):
+            state = self.states.get(item.number)
+            if state is not None and state.status == "pending":
+                state.status = "error"
+                state.error = f"reference tests could not be collected: {_short_message(report)}"
+
+
+    # -- after the tests -------------------------------------------------------------------------------
+    def finish(self) -> int:
+        """Score every item, write the reports, and return how many extra failures the run gets."""
+        timer = TimerState(self.config.invocation_params.dir) if self.timed else None
+        if timer is not None and timer.warning:
+            self.messages.append(timer.warning)
+        scores = [self._score(state, timer) for state in self.states.values()]
+        if timer is not None:
+            timer.save()
+        self.report = Report(self.impl.describe(), scores, self.settings.min_score)
+        self._add_junit_properties(scores)
+        for fmt, path in self.report_targets:
+            write(self.report, fmt, path)
+            self.messages.append(f"wrote {fmt} report to {path}")
+        failures = len(self.report.failed_items)
+        if self.settings.strict_shapes:
+            failures += sum(1 for s in scores if any(f.code in {"SHP001", "SHP003"} for f in s.findings))
+        return failures
+
+    def _score(self, state: ItemState, timer: TimerState | None) -> ItemScore:
+        item = state.item
+        root = self.config.invocation_params.dir
+        score = ItemScore(item.number, item.slug, item.title, state.status,
+                          files=[_show(str(p), root) for p in state.files], error=state.error)
+        if state.status != "pending":
+            return score
+        outcomes = list(state.outcomes.values())
+        score.status = "scored"
+        score.tests = {k: sum(1 for o in outcomes if o.outcome == k) for k in ("passed", "failed", "error", "skipped")}
+        timing_findings = []
+        if timer is not None:
+            timing = timer.timing(item, list(state.files), self.settings.first_attempt_factor)
+            score.timing = timing.as_dict()
+            if timing.over:
+                timing_findings.append(stall_finding(item, timing, score.files[0] if score.files else item.slug))
+        ref_files = [redirect.reference_dir() / f for f in item.module_files]
+        evidence = rubric.Evidence(item, list(state.files), ref_files, outcomes, root, timing_findings=timing_findings)
+        score.axes = rubric.score_item(evidence, self.settings)
+        if timer is not None and score.axes["correctness"].passed and score.timing:
+            timer.record_pass(item, score.timing["elapsed_min"])
+        return score
+
+    def _add_junit_properties(self, scores: list[ItemScore]) -> None:
+        from _pytest.junitxml import xml_key
+
+        xml = self.config.stash.get(xml_key, None)
+        if xml is None:
+            return
+        for score in scores:
+            prefix = f"mlcanon.{score.slug}"
+            xml.add_global_property(f"{prefix}.verdict", score.verdict)
+            if score.status == "scored":
+                xml.add_global_property(f"{prefix}.score", str(score.score))
+                for axis in AXES:
+                    xml.add_global_property(f"{prefix}.{axis}", "pass" if score.axes[axis].passed else "fail")
+
+    def summarize(self, terminalreporter: Any) -> None:
+        """The rubric section of the terminal summary."""
+        if self.report is None:
+            return
+        terminalreporter.write_sep("=", "mlcanon rubric")
+        for line in terminal_report.render(self.report):
+            terminalreporter.write_line(line)
+        for message in self.messages:
+            terminalreporter.write_line(message)
+
+
+_RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+
+
+def _rank(outcome: str) -> int:
+    return _RANK[outcome]
+
+
+def _phase_outcome(report: pytest.TestReport) -> str | None:
+    if report.when == "call":
+        return "skipped" if report.skipped else ("failed" if report.failed else "passed")
+    if report.failed:
+        return "error"
+    if report.skipped:
+        return "skipped"
+    return None
+
+
+def _short_message(report: Any) -> str:
+    """The last meaningful line of a failure (``E   AssertionError: ...``), trimmed to one line."""
+    longrepr = getattr(report, "longrepr", None)
+    if longrepr is None:
+        return ""
+    if isinstance(longrepr, tuple):  # skip: (path, line, reason)
+        return str(longrepr[2])
+    crash = getattr(getattr(longrepr, "reprcrash", None), "message", None)
+    text = crash if crash else str(longrepr)
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0][:300] if lines else ""
+
+
+def _describe_import_error(exc: BaseException, impl_dir: Path) -> str:
+    """``SyntaxError at practice/posttrain/dpo.py:12: invalid syntax`` and the like."""
+    kind = type(exc).__name__
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{kind} at {_show(exc.filename, impl_dir)}:{exc.lineno}: {exc.msg}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    learner_frames = [f for f in frames if _inside(f.filename, impl_dir)]
+    where = ""
+    if learner_frames:
+        frame = learner_frames[-1]
+        where = f" at {_show(frame.filename, impl_dir)}:{frame.lineno}"
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{kind}{where} while importing: {detail}".rstrip(": ")
+
+
+def _inside(filename: str, folder: Path) -> bool:
+    try:
+        Path(filename).resolve().relative_to(folder)
+    except (ValueError, OSError):
+        return False
+    return True
+
+
+def _show(filename: str, impl_dir: Path) -> str:
+    path = Path(filename).resolve()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
