@@ -1,0 +1,255 @@
+"""The plugin as a learner and a teacher use it: options, discovery, redirect, errors and reports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+BROKEN_BOX_IOU = '''
+"""Boxes with IoU that forgets to subtract the intersection from the union."""
+import torch
+
+def box_area(boxes):
+    """(N, 4) -> (N,)"""
+    return (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+
+def box_iou(boxes1, boxes2):
+    """(N, 4), (M, 4) -> (N, M)"""
+    lt = torch.max(boxes1[:, None, :2], boxes2[None, :, :2])  # (N, M, 2)
+    rb = torch.min(boxes1[:, None, 2:], boxes2[None, :, 2:])  # (N, M, 2)
+    inter = (rb - lt).clamp(min=0).prod(-1)
+    union = box_area(boxes1)[:, None] + box_area(boxes2)[None, :]  # (N, M)
+    return inter / union
+'''
+
+
+def test_without_canon_item_the_plugin_stays_out_of_the_way(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user="def test_ok():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest("-q")
+    result.assert_outcomes(passed=1)
+    assert "mlcanon rubric" not in result.stdout.str()
+
+
+def test_discovers_practice_and_scores_five(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["posttrain/dpo"])
+    result = pytester.runpytest("--canon-item=posttrain/dpo", "-q", "-p", "no:cacheprovider")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "*learner: *practice (discovered)*",
+        "*#55 posttrain/dpo*yes*yes*yes*yes*yes*5/5*strong*",
+    ])
+
+
+def test_unknown_item_is_a_usage_error_with_suggestions(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--canon-item=posttrain/dop")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown canon item 'posttrain/dop'; did you mean posttrain/dpo*"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+@pytest.mark.parametrize("selector, expected", [
+    ("55", ["#55 posttrain/dpo"]),
+    ("block:7", ["#54 posttrain/reward_model", "#59 evaluation/harness"]),
+    ("posttrain/*", ["#54 posttrain/reward_model", "#55 posttrain/dpo", "#56 posttrain/grpo"]),
+    ("4,detection/nms", ["#4 classical/knn", "#19 detection/nms"]),
+])
+def test_selectors_in_every_form(pytester: pytest.Pytester, learner, selector: str, expected: list[str]) -> None:
+    learner()
+    result = pytester.runpytest(f"--canon-item={selector}", "--impl=practice", "-q")
+    for label in expected:
+        result.stdout.fnmatch_lines([f"*{label}*not attempted*"])
+
+
+def test_nonexistent_impl_is_one_clear_line(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--canon-item=55", "--impl=nowhere")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --impl path 'nowhere' does not exist*"])
+
+
+def test_no_learner_directory_found_says_what_to_do(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--canon-item=55")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no learner directory found*practice/posttrain/dpo.py*--impl=canon_refs*"])
+
+
+def test_empty_learner_dir_reports_not_attempted_and_fails(pytester: pytest.Pytester, learner) -> None:
+    learner()
+    result = pytester.runpytest("--canon-item=55", "--impl=practice")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*#55 posttrain/dpo*not attempted*", "*no posttrain/dpo.py under*"])
+
+
+def test_env_variable_names_the_learner_dir(pytester: pytest.Pytester, learner, monkeypatch) -> None:
+    path = learner(copy=["detection/boxes"], root="elsewhere")
+    monkeypatch.setenv("MLCANON_IMPL", str(path))
+    result = pytester.runpytest("--canon-item=18", "-q")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*elsewhere (from $MLCANON_IMPL)*"])
+
+
+def test_learner_module_is_used_by_the_items_built_on_it(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["detection/nms"], files={"detection/boxes": BROKEN_BOX_IOU})
+    result = pytester.runpytest("--canon-item=19", "--impl=practice", "-q")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, "the reference NMS must run on the learner's box_iou"
+
+
+def test_missing_modules_fall_back_to_the_reference(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["detection/nms"])  # no boxes.py: box_iou comes from canon_refs
+    result = pytester.runpytest("--canon-item=19", "--impl=practice", "-q")
+    assert result.ret == 0
+
+
+def test_syntax_error_is_a_per_item_verdict(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["detection/boxes"], files={"posttrain/dpo": "def dpo_loss(:\n    pass\n"})
+    result = pytester.runpytest("--canon-item=18,55", "--impl=practice")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*#18 detection/boxes*5/5*strong*",
+        "*#55 posttrain/dpo*error*",
+        "*SyntaxError at practice/posttrain/dpo.py:1*",
+    ])
+    assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_import_time_exception_names_file_and_line(pytester: pytest.Pytester, learner) -> None:
+    learner(files={"posttrain/dpo": '"""x"""\nimport sys\n\nraise RuntimeError("boom")\n'})
+    result = pytester.runpytest("--canon-item=55", "--impl=practice")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*RuntimeError at practice/posttrain/dpo.py:4 while importing: boom*"])
+
+
+def test_sys_exit_at_import_does_not_stop_the_run(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["detection/boxes"], files={"posttrain/dpo": "import sys\nsys.exit(0)\n"})
+    result = pytester.runpytest("--canon-item=18,55", "--impl=practice")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*#18 detection/boxes*5/5*", "*SystemExit at practice/posttrain/dpo.py:2*"])
+
+
+def test_missing_public_name_fails_correctness(pytester: pytest.Pytester, learner) -> None:
+    path = learner(copy=["detection/boxes"])
+    source = (path / "detection/boxes.py").read_text()
+    cut = source.index("def box_xywh_to_xyxy")
+    end = source.index("\ndef ", cut + 1)
+    (path / "detection/boxes.py").write_text(source[:cut] + source[end + 1:])
+    result = pytester.runpytest("--canon-item=18", "--impl=practice")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*COR002 public name `box_xywh_to_xyxy` of the API is missing*"])
+
+
+def test_mlbook_alias_is_the_same_module(pytester: pytest.Pytester, learner) -> None:
+    path = learner(copy=["detection/boxes", "detection/nms"])
+    text = (path / "detection/nms.py").read_text().replace(
+        "from canon_refs.detection.boxes import", "from mlbook.detection.boxes import")
+    (path / "detection/nms.py").write_text(text)
+    pytester.makepyfile(test_alias="""
+        def test_same():
+            import canon_refs.detection.boxes as a
+            import mlbook.detection.boxes as b
+            assert a is b and a.__name__ == "canon_refs.detection.boxes"
+    """)
+    result = pytester.runpytest("--canon-item=19", "--impl=practice", "-q")
+    assert result.ret == 0
+
+
+def test_positional_paths_with_canon_item_are_rejected(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["posttrain/dpo"])
+    pytester.makepyfile(test_user="def test_ok():\n    pass\n")
+    result = pytester.runpytest("--canon-item=55", "test_user.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--canon-item collects the item's reference tests itself*"])
+
+
+def test_json_and_markdown_reports(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["posttrain/dpo"])
+    result = pytester.runpytest("--canon-item=55", "--canon-report=json:out/r.json",
+                                "--canon-report=markdown:out/r.md", "-q")
+    assert result.ret == 0
+    data = json.loads((pytester.path / "out/r.json").read_text())
+    (item,) = data["items"]
+    assert (item["slug"], item["score"], item["verdict"]) == ("posttrain/dpo", 5, "strong")
+    assert set(item["axes"]) == {"correctness", "shapes", "numerics", "api", "explanation"}
+    markdown = (pytester.path / "out/r.md").read_text()
+    assert "| #55 posttrain/dpo | yes" in markdown and "## #55 posttrain/dpo: DPO loss" in markdown
+
+
+def test_bad_report_target_is_a_usage_error(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["posttrain/dpo"])
+    result = pytester.runpytest("--canon-item=55", "--canon-report=pdf:x.pdf")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--canon-report='pdf:x.pdf': expected json:PATH or markdown:PATH*"])
+
+
+def test_min_score_turns_a_low_score_into_a_failing_exit(pytester: pytest.Pytester, learner) -> None:
+    path = learner(copy=["posttrain/dpo"])
+    text = (path / "posttrain/dpo.py").read_text()
+    (path / "posttrain/dpo.py").write_text(text.split('"""', 2)[2])  # drop the module docstring
+    ok = pytester.runpytest("--canon-item=55", "-q")
+    assert ok.ret == 0
+    ok.stdout.fnmatch_lines(["*#55 posttrain/dpo*yes*yes*yes*yes*NO*4/5*strong*", "*EXP001*"])
+    strict = pytester.runpytest("--canon-item=55", "--canon-min-score=5", "-q")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(["*minimum score 5/5: #55 posttrain/dpo do not*"])
+
+
+def test_min_score_from_pyproject_and_a_bad_value_names_its_layer(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["posttrain/dpo"])
+    pytester.makefile(".toml", pyproject="[tool.mlcanon]\nmin_score = 9\n")
+    result = pytester.runpytest("--canon-item=55")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*[[]tool.mlcanon] min_score=9: must be between 0 and 5*"])
+
+
+def test_ignore_codes_turn_rules_off(pytester: pytest.Pytester, learner) -> None:
+    path = learner(copy=["posttrain/dpo"])
+    text = (path / "posttrain/dpo.py").read_text()
+    (path / "posttrain/dpo.py").write_text(text.split('"""', 2)[2])
+    result = pytester.runpytest("--canon-item=55", "--canon-ignore=EXP", "-q")
+    result.stdout.fnmatch_lines(["*#55 posttrain/dpo*5/5*strong*"])
+
+
+def test_junitxml_carries_axes_and_score(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["posttrain/dpo"])
+    pytester.runpytest("--canon-item=55", "--junitxml=junit.xml", "-q")
+    root = ET.parse(pytester.path / "junit.xml").getroot()
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert props["mlcanon.posttrain/dpo.score"] == "5"
+    assert props["mlcanon.posttrain/dpo.verdict"] == "strong"
+    assert props["mlcanon.posttrain/dpo.numerics"] == "pass"
+
+
+def test_timed_shows_elapsed_against_the_target(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["posttrain/dpo"])
+    result = pytester.runpytest("--canon-item=55", "--timed", "-q")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*time: * min of 30 allowed (target 15 min, first attempt)*"])
+    state = json.loads((pytester.path / ".mlcanon/timer.json").read_text())
+    assert state["posttrain/dpo"]["passes"] == 1
+
+
+def test_timed_past_the_allowance_fails_api_fluency(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["posttrain/dpo"])
+    (pytester.path / ".mlcanon").mkdir()
+    (pytester.path / ".mlcanon/timer.json").write_text(json.dumps({"posttrain/dpo": {"start": 0, "source": "reset"}}))
+    result = pytester.runpytest("--canon-item=55", "--timed", "-q")
+    result.stdout.fnmatch_lines(["*#55 posttrain/dpo*yes*yes*yes*NO*yes*4/5*", "*API006*allowed (first attempt*"])
+
+
+def test_corrupt_timer_state_is_backed_up_and_reported(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["posttrain/dpo"])
+    (pytester.path / ".mlcanon").mkdir()
+    (pytester.path / ".mlcanon/timer.json").write_text("{not json")
+    result = pytester.runpytest("--canon-item=55", "--timed", "-q")
+    result.stdout.fnmatch_lines(["*timer.json was unreadable*moved to timer.json.corrupt-*"])
+    assert list((pytester.path / ".mlcanon").glob("timer.json.corrupt-*"))
+
+
+def test_help_does_not_import_torch(tmp_path) -> None:
+    code = "import sys, pytest; pytest.main(['--help']); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=tmp_path).stdout
+    assert "--canon-item=ITEMS" in out
+    assert out.strip().splitlines()[-1] == "False"
