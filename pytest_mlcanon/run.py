@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import io
 import traceback
+from collections.abc import Generator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,12 +22,15 @@ from pytest_mlcanon import catalog, redirect, rubric
 from pytest_mlcanon.impl import Impl
 from pytest_mlcanon.reports import Report, write
 from pytest_mlcanon.reports import terminal as terminal_report
-from pytest_mlcanon.rubric.model import AXES, ItemScore, Outcome
+from pytest_mlcanon.rubric import shape_runtime
+from pytest_mlcanon.rubric.model import AXES, Finding, ItemScore, Outcome
+from pytest_mlcanon.rubric.shape_runtime import ShapeTracer
 from pytest_mlcanon.settings import Settings
 from pytest_mlcanon.timer import TimerState, stall_finding
 
 TEST_PACKAGE = "canon_tests"
 ITEM_PROPERTY = "canon_item"
+SHAPES_PROPERTY = "canon_shapes"
 
 
 def tests_dir() -> Path:
@@ -46,6 +50,8 @@ class ItemState:
     status: str = "pending"  # pending -> scored | not attempted | error | no tests
     error: str = ""
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+    shape_results: list[list[list[Any]]] = field(default_factory=list)
+    tracer_note: str = ""
 
 
 class CanonRun:
@@ -141,6 +147,26 @@ class CanonRun:
                 dropped.append(node)
         return kept, dropped
 
+    # -- running ----------------------------------------------------------------------------------------
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        """Trace the item's own files while its test body runs, to verify shape comments (SHP002)."""
+        owner = self.owner(item)
+        state = self.states.get(owner.number) if owner else None
+        if state is None or not self.settings.runtime_shapes or not state.files:
+            yield
+            return
+        tracer = ShapeTracer(state.files)
+        started = tracer.start()
+        try:
+            yield
+        finally:
+            tracer.stop()
+        if started:
+            item.user_properties.append((SHAPES_PROPERTY, tracer.export()))
+        elif tracer.statements:
+            item.user_properties.append((SHAPES_PROPERTY, None))
+
     # -- outcomes (hooks of this registered plugin object, so they also run on an xdist controller) --
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.record(report)
@@ -156,6 +182,8 @@ class CanonRun:
         state = self.states.get(catalog.get(slug).number)
         if state is None:
             return
+        if report.when == "call":
+            self._record_shapes(state, dict(report.user_properties).get(SHAPES_PROPERTY, []))
         previous = state.outcomes.get(report.nodeid)
         outcome = _phase_outcome(report)
         if outcome is None:
@@ -171,6 +199,13 @@ class CanonRun:
             message=_short_message(report),
             duration=(previous.duration if previous else 0.0) + float(getattr(report, "duration", 0.0)),
         )
+
+    @staticmethod
+    def _record_shapes(state: ItemState, exported: list[list[Any]] | None) -> None:
+        if exported is None:
+            state.tracer_note = "runtime shape check skipped: another tracer (coverage, a debugger) was active"
+        elif exported:
+            state.shape_results.append(exported)
 
     def record_collect_error(self, report: pytest.CollectReport) -> None:
         """A test file that failed to import marks each selected item it holds as an error."""
@@ -220,11 +255,34 @@ class CanonRun:
             if timing.over:
                 timing_findings.append(stall_finding(item, timing, score.files[0] if score.files else item.slug))
         ref_files = [redirect.reference_dir() / f for f in item.module_files]
-        evidence = rubric.Evidence(item, list(state.files), ref_files, outcomes, root, timing_findings=timing_findings)
+        runtime, notes = self._runtime_shapes(state, root)
+        evidence = rubric.Evidence(item, list(state.files), ref_files, outcomes, root, timing_findings=timing_findings,
+                                   runtime_shape_findings=runtime, runtime_shape_notes=notes)
         score.axes = rubric.score_item(evidence, self.settings)
         if timer is not None and score.axes["correctness"].passed and score.timing:
             timer.record_pass(item, score.timing["elapsed_min"])
         return score
+
+    def _runtime_shapes(self, state: ItemState, root: Path) -> tuple[list[Finding], list[str]]:
+        """SHP002 findings and the confirmed share, from the traced tests of one item."""
+        if not self.settings.runtime_shapes:
+            return [], ["runtime shape check off (mlcanon_runtime_shapes = false)"]
+        display = {str(p.resolve()): _show(str(p), root) for p in state.files}
+        verdicts = shape_runtime.merge(state.files, state.shape_results, display)
+        findings = [
+            Finding("SHP002", f"{v.path}", v.line, f"wrong shape comment: {v.detail}",
+                    "correct the comment (or the code): the comment must state the value's real shape")
+            for v in verdicts if v.status == shape_runtime.CONTRADICTED
+        ]
+        counts = {s: sum(1 for v in verdicts if v.status == s)
+                  for s in (shape_runtime.CONFIRMED, shape_runtime.CONTRADICTED, "never executed")}
+        total = len(verdicts)
+        share = counts[shape_runtime.CONFIRMED] / total if total else 1.0
+        notes = [f"runtime: {counts['confirmed']} confirmed, {counts['contradicted']} contradicted, "
+                 f"{counts['never executed']} never executed of {total} shape comments ({share:.0%} confirmed)"]
+        if state.tracer_note:
+            notes.append(state.tracer_note)
+        return findings, notes
 
     def _add_junit_properties(self, scores: list[ItemScore]) -> None:
         from _pytest.junitxml import xml_key

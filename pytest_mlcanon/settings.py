@@ -83,6 +83,8 @@ SPECS: tuple[Spec, ...] = (
          "rubric rule codes to turn off, comma separated (e.g. SHP001,API003) or a prefix (NUM)"),
     Spec("strict_shapes", "--mlcanon-strict-shapes", _bool, False,
          "missing or malformed shape comments fail the pytest run, not only the Shapes axis"),
+    Spec("runtime_shapes", None, _bool, True,
+         "verify shape comments against the traced values while the item's tests run (SHP002; default true)"),
     Spec("shape_coverage_min", None, _fraction, 1.0,
          "share of shape lines that must carry a well-formed shape comment for the Shapes axis (default 1.0)"),
     Spec("docstring_min_words", None, _nonneg_int, 20,
@@ -99,6 +101,7 @@ class Settings:
     min_score: int = 0
     ignore: tuple[str, ...] = ()
     strict_shapes: bool = False
+    runtime_shapes: bool = True
     shape_coverage_min: float = 1.0
     docstring_min_words: int = 20
     first_attempt_factor: float = 2.0

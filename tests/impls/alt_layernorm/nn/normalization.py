@@ -160,14 +160,15 @@ def layernorm_forward(x, gamma, beta, eps=1e-5):
             raise ValueError(f"{name}: expected shape ({D},), got {np.shape(v)}")
     if eps <= 0:
         raise ValueError(f"eps: must be positive, got {eps}")
+    gamma = np.asarray(gamma, dtype=np.float64)                      # (D,)
     rows = x.reshape(-1, D)                                          # (n, D)
     mu = np.einsum("nd->n", rows)[:, None] / D                       # (n, 1)
     centred = rows - mu                                              # (n, D)
     var = np.einsum("nd,nd->n", centred, centred)[:, None] / D       # (n, 1)
     inv_std = 1.0 / np.sqrt(var + eps)                               # (n, 1)
     xhat = centred * inv_std                                         # (n, D)
-    y = (xhat * np.asarray(gamma, dtype=np.float64) + beta).reshape(x.shape)  # (..., D)
-    return y, {"xhat": xhat, "inv_std": inv_std, "gamma": np.asarray(gamma, dtype=np.float64), "shape": x.shape}
+    y = (xhat * gamma + beta).reshape(x.shape)                       # (..., D)
+    return y, {"xhat": xhat, "inv_std": inv_std, "gamma": gamma, "shape": x.shape}
 
 
 def layernorm_backward(dy, cache):
