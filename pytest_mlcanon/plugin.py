@@ -113,7 +113,8 @@ def _parse_report_targets(values: list[str]) -> list[tuple[str, Path]]:
 
 
 def _run(config: pytest.Config) -> CanonRun | None:
-    return config.pluginmanager.get_plugin(RUN_PLUGIN_NAME)  # type: ignore[no-any-return]
+    run: CanonRun | None = config.pluginmanager.get_plugin(RUN_PLUGIN_NAME)
+    return run
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

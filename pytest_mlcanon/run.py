@@ -176,14 +176,15 @@ class CanonRun:
 
     def record(self, report: pytest.TestReport) -> None:
         """Fold one phase report into the test's final outcome (works on an xdist controller too)."""
-        slug = dict(report.user_properties).get(ITEM_PROPERTY)
+        properties: dict[str, Any] = dict(report.user_properties)
+        slug = properties.get(ITEM_PROPERTY)
         if slug is None:
             return
         state = self.states.get(catalog.get(slug).number)
         if state is None:
             return
         if report.when == "call":
-            self._record_shapes(state, dict(report.user_properties).get(SHAPES_PROPERTY, []))
+            self._record_shapes(state, properties.get(SHAPES_PROPERTY, []))
         previous = state.outcomes.get(report.nodeid)
         outcome = _phase_outcome(report)
         if outcome is None:

@@ -138,7 +138,8 @@ def assert_low_precision_matches(fn: Callable[..., Any], *inputs: torch.Tensor) 
     low = _as_tuple(fn(*[t.to(dtype) if t.is_floating_point() else t for t in inputs]))
     for got, want in zip(low, ref):
         assert torch.isfinite(got).all(), f"{dtype} forward produced non-finite values"
-        torch.testing.assert_close(got.float(), want.float(), **TOL.LOW_PRECISION.kw())
+        tol = TOL.LOW_PRECISION
+        torch.testing.assert_close(got.float(), want.float(), atol=tol.atol, rtol=tol.rtol)
 
 
 def _as_tuple(value: Any) -> tuple[Any, ...]:

@@ -126,12 +126,13 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
                                        "broadcast instead: a[:, None, :] - b[None, :, :], or one matmul"))
     seen_forbidden: set[tuple[int, str]] = set()
     for node in ast.walk(source.tree):
+        line = getattr(node, "lineno", 0)
         for full in _full_names(node, source):
             out.extend(_name_findings(node, full, where))
             for banned in item.forbidden if item else ():
-                if (full == banned or full.startswith(banned + ".")) and (node.lineno, banned) not in seen_forbidden:
-                    seen_forbidden.add((node.lineno, banned))
-                    out.append(Finding("API005", where, node.lineno, f"`{full}` is a forbidden shortcut for "
+                if (full == banned or full.startswith(banned + ".")) and (line, banned) not in seen_forbidden:
+                    seen_forbidden.add((line, banned))
+                    out.append(Finding("API005", where, line, f"`{full}` is a forbidden shortcut for "
                                        f"{item.label if item else ''}: the drill is to write it yourself",
                                        "implement it from the formula"))
     return sorted(set(out), key=lambda f: (f.line, f.code))
@@ -139,11 +140,12 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
 
 def _name_findings(node: ast.AST, full: str, where: str) -> list[Finding]:
     found = []
+    line = getattr(node, "lineno", 0)
     if full in DEPRECATED and isinstance(node, ast.Attribute):
-        found.append(Finding("API004", where, node.lineno, f"`{full}` is deprecated", f"use {DEPRECATED[full]}"))
+        found.append(Finding("API004", where, line, f"`{full}` is deprecated", f"use {DEPRECATED[full]}"))
     parts = full.split(".")
     if parts[:2] == ["numpy", "random"] and len(parts) == 3 and parts[2] in LEGACY_RNG:
-        found.append(Finding("API007", where, node.lineno, f"`np.random.{parts[2]}` uses the legacy global RNG",
+        found.append(Finding("API007", where, line, f"`np.random.{parts[2]}` uses the legacy global RNG",
                              "take a seed and use rng = np.random.default_rng(seed)"))
     return found
 

@@ -8,7 +8,8 @@ beyond float16's range, ``NUM100`` a numerics probe failed.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeGuard
 
 from pytest_mlcanon.rubric.model import AxisResult, Finding, Outcome
 from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions
@@ -19,7 +20,7 @@ STABILISERS = frozenset({"max", "amax", "logsumexp", "logaddexp", "log_softmax",
 FP16_MAX = 65504.0
 
 
-def _is_call_to(node: ast.AST, names: frozenset[str] | set[str]) -> bool:
+def _is_call_to(node: ast.AST, names: frozenset[str] | set[str]) -> TypeGuard[ast.Call]:
     return isinstance(node, ast.Call) and call_name(node) in names
 
 
@@ -44,7 +45,7 @@ def _huge_constant(node: ast.AST) -> bool:
         node.value, bool) and abs(node.value) > FP16_MAX
 
 
-def _contains(node: ast.AST, predicate) -> bool:  # type: ignore[no-untyped-def]
+def _contains(node: ast.AST, predicate: Callable[[ast.AST], bool]) -> bool:
     return any(predicate(n) for n in ast.walk(node))
 
 
@@ -114,17 +115,30 @@ def static_findings(source: Source) -> list[Finding]:
                                    "row softmaxes to NaN", "use torch.finfo(dtype).min (or np.finfo)"))
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             for side, other in ((node.left, node.right), (node.right, node.left)):
-                if _is_call_to(side, {"sqrt"}) and _looks_like_eps(other):
+                if _is_call_to(side, {"sqrt"}) and _looks_like_eps(other) and _variance_like(side):
                     out.append(Finding("NUM003", where, node.lineno, "eps added outside the sqrt: sqrt(var) "
                                        "has an infinite gradient at var = 0", "write sqrt(var + eps)"))
                     break
         if isinstance(node, ast.Call) and call_name(node) == "log":
-            inner = node.args[0] if node.args else getattr(node.func, "value", None)
+            inner: ast.AST | None = node.args[0] if node.args else getattr(node.func, "value", None)
             if inner is not None and _is_call_to(inner, {"softmax", "sigmoid", "expit"}):
                 out.append(Finding("NUM004", where, node.lineno, f"log of {call_name(inner)}: underflows to "
                                    "log(0) = -inf for confident logits",
                                    "use log_softmax / logsigmoid (F.logsigmoid, -np.logaddexp(0, -x))"))
     return sorted(out, key=lambda f: (f.line, f.code))
+
+
+def _variance_like(sqrt_call: ast.Call) -> bool:
+    """The sqrt is of a variance or mean square (a norm's denominator), not of Adam's second moment
+    ``v_hat``, whose published update is ``m_hat / (sqrt(v_hat) + eps)``."""
+    argument = sqrt_call.args[0] if sqrt_call.args else getattr(sqrt_call.func, "value", sqrt_call)
+    for node in ast.walk(argument):
+        if isinstance(node, ast.Call) and call_name(node) in {"var", "mean", "std"}:
+            return True
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+        if "var" in name.lower() or "sq" in name.lower():
+            return True
+    return False
 
 
 def _looks_like_eps(node: ast.AST) -> bool:

@@ -96,7 +96,7 @@ class Mismatch(Exception):
 def _eval_dim(expr: ast.expr, bindings: dict[str, int]) -> int | None:
     """Evaluate a dim expression, or None when it uses an unbound name."""
     if isinstance(expr, ast.Constant):
-        return int(expr.value)
+        return expr.value if isinstance(expr.value, int) else None
     if isinstance(expr, ast.Name):
         return bindings.get(expr.id)
     if isinstance(expr, ast.BinOp):
@@ -202,9 +202,9 @@ def describe(value: Any) -> str:
     kind, shape = actual
     if kind == "list":
         return f"list of length {shape}"
-    if kind == "scalar":
+    if kind == "scalar" or isinstance(shape, int):
         return "a Python scalar"
-    return str(tuple(shape)) if len(shape) != 1 else f"({shape[0]},)"  # type: ignore[arg-type]
+    return str(tuple(shape)) if len(shape) != 1 else f"({shape[0]},)"
 
 
 @dataclass
@@ -269,7 +269,7 @@ class ShapeTracer:
             self._codes[code] = self.statements.get(_resolved(code.co_filename))
         return self._codes[code]
 
-    def _global(self, frame: FrameType, event: str, arg: Any):  # type: ignore[no-untyped-def]
+    def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
         if event != "call":
             return None
         table = self._table_for(frame)
@@ -278,19 +278,19 @@ class ShapeTracer:
         state = _CallState()
         path = _resolved(frame.f_code.co_filename)
 
-        def local(frame: FrameType, event: str, arg: Any):  # type: ignore[no-untyped-def]
+        def local(frame: FrameType, event: str, arg: Any) -> Any:
             if event == "exception":
                 state.raised = True
             elif event == "line":
                 state.raised = False
                 if state.pending is not None and not (state.pending.line <= frame.f_lineno <= state.pending.end_line):
-                    stmt, state.pending = state.pending, None
-                    if stmt.targets != (None,):
-                        self._check(path, stmt, [_read(frame, t) for t in stmt.targets], state)
-                stmt = table.get(frame.f_lineno)
-                if stmt is not None and state.pending is not stmt:
-                    self._enter_line(stmt.line, state)
-                    state.pending = stmt
+                    done, state.pending = state.pending, None
+                    if done.targets != (None,):
+                        self._check(path, done, [_read(frame, t) for t in done.targets], state)
+                entered = table.get(frame.f_lineno)
+                if entered is not None and state.pending is not entered:
+                    self._enter_line(entered.line, state)
+                    state.pending = entered
             elif event == "return":
                 stmt, state.pending = state.pending, None
                 if state.raised:

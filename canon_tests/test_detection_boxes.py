@@ -1,0 +1,272 @@
+"""Reference tests for canon #18: box conversions, area, IoU and GIoU (canon-spec #18)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from canon_refs.detection import boxes
+from pytest_mlcanon.testing import TOL, assert_low_precision_matches
+
+pytestmark = pytest.mark.canon("detection/boxes")
+
+
+def _t(rows: list[list[float]], dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    return torch.tensor(rows, dtype=dtype)
+
+
+def _random_xyxy(n: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """``n`` valid xyxy boxes with corners in [0, 100) and sides in [1, 41)."""
+    gen = torch.Generator().manual_seed(seed)
+    xy = torch.rand(n, 2, generator=gen, dtype=dtype) * 100
+    wh = torch.rand(n, 2, generator=gen, dtype=dtype) * 40 + 1
+    return torch.cat([xy, xy + wh], dim=1)
+
+
+def _iou_pair(a: list[float], b: list[float]) -> float:
+    """IoU of two xyxy boxes in plain Python floats: the independent check used when torchvision is absent."""
+    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = iw * ih
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _giou_pair(a: list[float], b: list[float]) -> float:
+    cw = max(a[2], b[2]) - min(a[0], b[0])
+    ch = max(a[3], b[3]) - min(a[1], b[1])
+    area_c = cw * ch
+    inter_w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    inter_h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter_w * inter_h
+    return _iou_pair(a, b) - (area_c - union) / area_c
+
+
+# -- IoU closed forms -------------------------------------------------------------------------------
+
+
+def test_iou_overlapping_squares_is_one_seventh():
+    iou = boxes.box_iou(_t([[0, 0, 2, 2]]), _t([[1, 1, 3, 3]]))
+    assert iou.shape == (1, 1)
+    assert iou.dtype == torch.float64
+    assert abs(iou.item() - 0.14285714285714285) <= TOL.EXACT64.atol
+
+
+def test_iou_identical_disjoint_touching_contained():
+    a = _t([[0, 0, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 4, 4]])
+    b = _t([[0, 0, 2, 2], [2, 2, 3, 3], [1, 0, 2, 1], [1, 1, 2, 2]])
+    iou = boxes.box_iou(a, b).diagonal()
+    torch.testing.assert_close(iou, _t([1.0, 0.0, 0.0, 0.0625]), **TOL.EXACT64.kw())
+
+
+def test_iou_disjoint_on_both_axes_is_zero_not_positive():
+    # Without the clamp, the two negative sides (-1) * (-1) would make a positive "intersection".
+    iou = boxes.box_iou(_t([[0, 0, 1, 1]]), _t([[2, 2, 3, 3], [5, -4, 6, -2]]))
+    torch.testing.assert_close(iou, _t([[0.0, 0.0]]), **TOL.EXACT64.kw())
+
+
+def test_iou_matrix_matches_pairwise_loop():
+    a = _random_xyxy(7, seed=1)
+    b = _random_xyxy(5, seed=2)
+    iou = boxes.box_iou(a, b)
+    assert iou.shape == (7, 5)
+    want = _t([[_iou_pair(x, y) for y in b.tolist()] for x in a.tolist()])
+    torch.testing.assert_close(iou, want, **TOL.EXACT64.kw())
+    assert (iou > 0).any(), "random boxes should overlap somewhere, else the check is vacuous"
+
+
+def test_box_area_values():
+    area = boxes.box_area(_t([[0, 0, 2, 3], [1, 1, 1, 5], [-2, -1, 2, 1]]))
+    torch.testing.assert_close(area, _t([6.0, 0.0, 8.0]), **TOL.EXACT64.kw())
+
+
+# -- GIoU --------------------------------------------------------------------------------------------
+
+
+def test_giou_disjoint_unit_squares_is_minus_seven_ninths():
+    giou = boxes.generalized_box_iou(_t([[0, 0, 1, 1]]), _t([[2, 2, 3, 3]]))
+    assert giou.shape == (1, 1)
+    assert abs(giou.item() - (-0.7777777777777778)) <= TOL.EXACT64.atol
+
+
+def test_giou_matches_pairwise_loop_and_is_below_iou():
+    a = _random_xyxy(9, seed=3)
+    b = _random_xyxy(6, seed=4)
+    giou = boxes.generalized_box_iou(a, b)
+    iou = boxes.box_iou(a, b)
+    want = _t([[_giou_pair(x, y) for y in b.tolist()] for x in a.tolist()])
+    torch.testing.assert_close(giou, want, **TOL.EXACT64.kw())
+    assert (giou <= iou + 1e-12).all()
+    assert (giou >= -1).all() and (giou <= 1).all()
+    assert (giou < iou - 1e-3).any(), "some pairs must be strictly penalised by the enclosing box"
+
+
+def test_giou_of_identical_boxes_is_one():
+    a = _random_xyxy(4, seed=5)
+    torch.testing.assert_close(boxes.generalized_box_iou(a, a).diagonal(), torch.ones(4, dtype=torch.float64))
+
+
+def test_iou_and_giou_are_symmetric():
+    a = _random_xyxy(6, seed=6)
+    b = _random_xyxy(8, seed=7)
+    for fn in (boxes.box_iou, boxes.generalized_box_iou):
+        torch.testing.assert_close(fn(b, a), fn(a, b).T, **TOL.EXACT64.kw())
+
+
+# -- conversions -------------------------------------------------------------------------------------
+
+
+def test_cxcywh_to_xyxy_value_and_inverse():
+    torch.testing.assert_close(
+        boxes.box_cxcywh_to_xyxy(_t([[5, 5, 2, 4]])), _t([[4, 3, 6, 7]]), **TOL.EXACT64.kw()
+    )
+    torch.testing.assert_close(
+        boxes.box_xyxy_to_cxcywh(_t([[4, 3, 6, 7]])), _t([[5, 5, 2, 4]]), **TOL.EXACT64.kw()
+    )
+
+
+def test_xywh_to_xyxy_value():
+    out = boxes.box_xywh_to_xyxy(_t([[1, 2, 3, 4], [10, 0, 0, 5]]))
+    torch.testing.assert_close(out, _t([[1, 2, 4, 6], [10, 0, 10, 5]]), **TOL.EXACT64.kw())
+
+
+def test_conversions_round_trip_on_any_leading_shape():
+    xyxy = _random_xyxy(24, seed=8, dtype=torch.float32).reshape(2, 3, 4, 4)
+    cxcywh = boxes.box_xyxy_to_cxcywh(xyxy)
+    assert cxcywh.shape == xyxy.shape and cxcywh.dtype == torch.float32
+    torch.testing.assert_close(boxes.box_cxcywh_to_xyxy(cxcywh), xyxy, atol=1e-6, rtol=1e-6)
+    xywh = torch.cat([xyxy[..., :2], xyxy[..., 2:] - xyxy[..., :2]], dim=-1)
+    torch.testing.assert_close(boxes.box_xywh_to_xyxy(xywh), xyxy, atol=1e-6, rtol=1e-6)
+    # cxcywh width/height equal the xywh width/height
+    torch.testing.assert_close(cxcywh[..., 2:], xywh[..., 2:], atol=1e-6, rtol=1e-6)
+
+
+# -- gradients ---------------------------------------------------------------------------------------
+
+
+def test_giou_gradient_nonzero_for_disjoint_prediction_iou_gradient_zero():
+    target = _t([[2, 2, 3, 3]])
+    pred = _t([[0, 0, 1, 1]]).requires_grad_(True)
+    boxes.generalized_box_iou(pred, target).sum().backward()
+    assert pred.grad is not None and pred.grad.abs().sum() > 0.1
+    # maximising GIoU moves the prediction towards the target: x2, y2 of the prediction grow
+    assert pred.grad[0, 2] > 0 and pred.grad[0, 3] > 0
+    pred2 = _t([[0, 0, 1, 1]]).requires_grad_(True)
+    boxes.box_iou(pred2, target).sum().backward()
+    assert pred2.grad is not None
+    torch.testing.assert_close(pred2.grad, torch.zeros_like(pred2), atol=0.0, rtol=0.0)
+
+
+def test_iou_and_giou_pass_gradcheck():
+    a = _random_xyxy(4, seed=9).requires_grad_(True)
+    b = _random_xyxy(3, seed=10).requires_grad_(True)
+    assert torch.autograd.gradcheck(boxes.generalized_box_iou, (a, b))
+    assert torch.autograd.gradcheck(boxes.box_iou, (a, b))
+
+
+# -- edge cases and numerics -------------------------------------------------------------------------
+
+
+@pytest.mark.edge_case
+def test_empty_inputs_give_empty_matrices():
+    b = _random_xyxy(3, seed=11)
+    empty = torch.zeros(0, 4, dtype=torch.float64)
+    for fn in (boxes.box_iou, boxes.generalized_box_iou):
+        assert fn(empty, b).shape == (0, 3)
+        assert fn(b, empty).shape == (3, 0)
+    assert boxes.box_area(empty).shape == (0,)
+    assert boxes.box_cxcywh_to_xyxy(empty).shape == (0, 4)
+
+
+@pytest.mark.edge_case
+def test_single_box_against_itself():
+    one = _t([[3, 4, 8, 6]])
+    assert boxes.box_iou(one, one).item() == pytest.approx(1.0, abs=1e-12)
+    assert boxes.generalized_box_iou(one, one).item() == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.edge_case
+def test_zero_area_boxes_give_finite_values():
+    point = _t([[1, 1, 1, 1]])
+    line = _t([[0, 0, 0, 2]])
+    a = torch.cat([point, line, _t([[5, 5, 5, 5]])])
+    iou = boxes.box_iou(a, a)
+    giou = boxes.generalized_box_iou(a, a)
+    assert torch.isfinite(iou).all() and torch.isfinite(giou).all()
+    torch.testing.assert_close(iou, torch.zeros(3, 3, dtype=torch.float64), atol=1e-12, rtol=0)
+    assert giou[0, 0].item() == pytest.approx(0.0, abs=1e-12)  # coincident points: enclosing box is empty too
+    assert (giou >= -1).all() and (giou <= 1).all()
+
+
+@pytest.mark.numerics_probe
+def test_zero_area_boxes_give_finite_gradients():
+    a = _t([[1, 1, 1, 1], [0, 0, 0, 2]]).requires_grad_(True)
+    b = _t([[1, 1, 1, 1], [2, 0, 2, 2]]).requires_grad_(True)
+    (boxes.box_iou(a, b).sum() + boxes.generalized_box_iou(a, b).sum()).backward()
+    assert a.grad is not None and b.grad is not None
+    assert torch.isfinite(a.grad).all() and torch.isfinite(b.grad).all()
+
+
+@pytest.mark.numerics_probe
+def test_half_precision_large_pixel_boxes_stay_finite():
+    # 300-pixel boxes: their area (9e4) overflows float16 (max 65504) even though every coordinate fits.
+    a = _t([[0, 0, 300, 300], [100, 50, 420, 380], [10, 10, 12, 12]], dtype=torch.float32)
+    b = _t([[20, 30, 310, 330], [0, 0, 400, 400]], dtype=torch.float32)
+    assert_low_precision_matches(boxes.box_iou, a, b)
+    assert_low_precision_matches(boxes.generalized_box_iou, a, b)
+
+
+def test_dtype_is_preserved():
+    for dtype in (torch.float32, torch.float64):
+        a = _random_xyxy(3, seed=12, dtype=dtype)
+        assert boxes.box_iou(a, a).dtype == dtype
+        assert boxes.generalized_box_iou(a, a).dtype == dtype
+        assert boxes.box_cxcywh_to_xyxy(a).dtype == dtype
+        assert boxes.box_area(a).dtype == dtype
+
+
+# -- errors ------------------------------------------------------------------------------------------
+
+
+def test_wrong_last_dim_raises_naming_the_argument():
+    bad = torch.zeros(3, 5)
+    good = torch.zeros(2, 4)
+    for fn in (boxes.box_cxcywh_to_xyxy, boxes.box_xyxy_to_cxcywh, boxes.box_xywh_to_xyxy, boxes.box_area):
+        with pytest.raises(ValueError, match="boxes"):
+            fn(bad)
+    for fn in (boxes.box_iou, boxes.generalized_box_iou):
+        with pytest.raises(ValueError, match="boxes1"):
+            fn(bad, good)
+        with pytest.raises(ValueError, match="boxes2"):
+            fn(good, bad)
+
+
+def test_inverted_boxes_raise_naming_the_argument():
+    inverted_x = _t([[2, 0, 1, 1]])
+    inverted_y = _t([[0, 3, 1, 1]])
+    good = _t([[0, 0, 1, 1]])
+    for bad in (inverted_x, inverted_y):
+        with pytest.raises(ValueError, match="boxes"):
+            boxes.box_area(bad)
+        for fn in (boxes.box_iou, boxes.generalized_box_iou):
+            with pytest.raises(ValueError, match="boxes1"):
+                fn(bad, good)
+            with pytest.raises(ValueError, match="boxes2"):
+                fn(good, bad)
+
+
+# -- optional comparison -----------------------------------------------------------------------------
+
+
+def test_matches_torchvision_when_installed():
+    ops = pytest.importorskip("torchvision.ops")
+    a = _random_xyxy(11, seed=13, dtype=torch.float32)
+    b = _random_xyxy(7, seed=14, dtype=torch.float32)
+    torch.testing.assert_close(boxes.box_iou(a, b), ops.box_iou(a, b), **TOL.TORCH_OP.kw())
+    torch.testing.assert_close(
+        boxes.generalized_box_iou(a, b), ops.generalized_box_iou(a, b), **TOL.TORCH_OP.kw()
+    )
+    torch.testing.assert_close(boxes.box_area(a), ops.box_area(a), **TOL.TORCH_OP.kw())
+    torch.testing.assert_close(
+        boxes.box_cxcywh_to_xyxy(a), ops.box_convert(a, in_fmt="cxcywh", out_fmt="xyxy"), **TOL.TORCH_OP.kw()
+    )

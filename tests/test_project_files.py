@@ -1,0 +1,34 @@
+"""The project's own files agree with each other: README commands, .ci/run, the constraints file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _readme_commands() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    setup = text.split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.+?)\n```", setup)
+
+
+def test_readme_has_exactly_two_setup_commands() -> None:
+    commands = _readme_commands()
+    assert len(commands) == 2
+    assert all("\n" not in c for c in commands)
+    assert "--impl=examples/learners/good" in commands[0]
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (REPO / ".ci/run").read_text()
+    test_command = _readme_commands()[1]
+    install, _, run = test_command.rpartition(" && ")
+    assert install in ci, "the README's install step is not what CI runs"
+    assert ci.rstrip().endswith(run), "CI must end by running the README's test command"
+
+
+def test_ci_pins_the_cpu_torch_wheel() -> None:
+    assert (REPO / "ci/constraints.txt").read_text().split() == ["torch==2.13.0"]
+    assert "-c ci/constraints.txt" in (REPO / ".ci/run").read_text()
