@@ -65,10 +65,17 @@ def annotated_statements(source: Source) -> dict[int, Annotated]:
 
 def _target_exprs(target: ast.expr) -> list[str | None]:
     if isinstance(target, (ast.Tuple, ast.List)):
-        return [ast.unparse(t) if isinstance(t, (ast.Name, ast.Attribute)) else "" for t in target.elts]
-    if isinstance(target, (ast.Name, ast.Attribute)):
-        return [ast.unparse(target)]
-    return [""]  # subscript targets: the statement binds no whole value
+        return [_readable(t) for t in target.elts]
+    return [_readable(target)]
+
+
+def _readable(target: ast.expr) -> str:
+    """Source of a target that can be read back without side effects ('' when it cannot):
+    names, attributes, and subscripts whose parts contain no call (``grads[f"W{l}"]``)."""
+    if isinstance(target, ast.Starred) or any(isinstance(n, (ast.Call, ast.Lambda, ast.NamedExpr))
+                                               for n in ast.walk(target)):
+        return ""
+    return ast.unparse(target)
 
 
 def shape_of(value: Any) -> tuple[str, tuple[int, ...] | int] | None:
@@ -346,16 +353,22 @@ class ShapeTracer:
 _MISSING = object()
 
 
+_COMPILED: dict[str, Any] = {}
+
+
 def _read(frame: FrameType, target: str | None) -> Any:
+    """The value a statement bound to ``target``, read from the frame after the statement ran."""
     if not target:
         return _MISSING
-    head, *rest = target.split(".")
-    value = frame.f_locals.get(head, _MISSING)
-    for attr in rest:
-        if value is _MISSING:
-            break
-        value = getattr(value, attr, _MISSING)
-    return value
+    if target.isidentifier():
+        return frame.f_locals.get(target, _MISSING)
+    code = _COMPILED.get(target)
+    if code is None:
+        code = _COMPILED[target] = compile(target, "<shape comment target>", "eval")
+    try:
+        return eval(code, frame.f_globals, dict(frame.f_locals))  # noqa: S307 - call-free target expression
+    except Exception:
+        return _MISSING
 
 
 _RESOLVED: dict[str, str] = {}

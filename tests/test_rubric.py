@@ -1,0 +1,227 @@
+"""The rubric's rules, each pinned on a small snippet that should and should not trigger it."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_mlcanon import catalog, rubric
+from pytest_mlcanon.rubric import shape_grammar, shape_runtime
+from pytest_mlcanon.rubric.model import Outcome, verdict_for
+from pytest_mlcanon.settings import Settings
+
+
+def _lint(tmp_path: Path, code: str, module: str = "transformer/attention", settings: Settings | None = None):
+    path = tmp_path / f"{module}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(code))
+    return rubric.lint([path], settings or Settings(), tmp_path)
+
+
+def _codes(findings) -> list[str]:
+    return sorted({f.code for f in findings})
+
+
+DOC = '''"""Scaled dot-product attention with a finite mask value, because an all-masked row of -inf softmaxes
+to NaN. Shapes: q (B, T, d). Trade-off: one matmul instead of a loop. Test: compare with torch."""
+'''
+
+
+@pytest.mark.parametrize("comment", ["(B, H, T, d_h)", "(N, k), (N, k)", "()", "(N,)", "(N, C*kh*kw, L)",
+                                     "list[P*G]", "(B,) | ()", "(..., T_q, T_k)", "(B, T)  free text", "scalar",
+                                     "(3, 16, 16)", "(B, T_q + 1)", "(...,)"])
+def test_grammar_accepts_the_spec_forms(comment: str) -> None:
+    parsed = shape_grammar.parse(comment)
+    assert str(parsed) == comment.split("  ")[0]
+
+
+@pytest.mark.parametrize("comment, hint", [("(N)", "write (N,)"), ("(B, T", ""), ("(B, T ** 2)", ""),
+                                           ("(..., T, ...)", ""), ("(B, 1.5)", "")])
+def test_grammar_rejects_malformed_comments(comment: str, hint: str) -> None:
+    with pytest.raises(shape_grammar.ShapeSyntaxError) as info:
+        shape_grammar.parse(comment)
+    assert info.value.hint == hint
+
+
+def test_shape_lines_need_comments(tmp_path: Path) -> None:
+    findings = _lint(tmp_path, DOC + '''
+import torch
+
+def f(x, w):
+    """(B, T, d) -> (B, T, d)"""
+    a = torch.zeros(3, 4)          # (3, 4)
+    b = x @ w
+    c = x.sum(dim=-1)              # (B, T
+    n = int(x.shape[0])
+    parts = "a,b".split(",")
+    return x.transpose(1, 2)       # (B, d, T)
+''')
+    shp = [(f.code, f.line) for f in findings if f.code.startswith("SHP")]
+    assert shp == [("SHP001", 9), ("SHP003", 10)]
+
+
+def test_numerics_rules(tmp_path: Path) -> None:
+    findings = _lint(tmp_path, DOC + '''
+import torch
+
+def softmax_naive(x):
+    """(N, K)"""
+    e = torch.exp(x)
+    return e / e.sum(dim=-1, keepdim=True)  # (N, K)
+
+def softmax_stable(x):
+    """(N, K)"""
+    z = x - x.max(dim=-1, keepdim=True).values  # (N, K)
+    e = torch.exp(z)
+    return e / e.sum(dim=-1, keepdim=True)  # (N, K)
+
+def masks(scores, allow, var, v_hat, m_hat, eps=1e-5):
+    """(N, K)"""
+    a = scores.masked_fill(~allow, float("-inf"))
+    b = scores.masked_fill(~allow, -1e9)
+    c = torch.sqrt(var) + eps
+    d = m_hat / (torch.sqrt(v_hat) + eps)
+    e = torch.log(torch.softmax(scores, dim=-1))
+    return a, b, c, d, e
+''')
+    numerics = [(f.code, f.line) for f in findings if f.code.startswith("NUM")]
+    assert numerics == [("NUM001", 8), ("NUM002", 19), ("NUM005", 20), ("NUM003", 21), ("NUM004", 23)]
+
+
+def test_api_rules_and_forbidden_shortcut(tmp_path: Path) -> None:
+    findings = _lint(tmp_path, DOC + '''
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+def f(q, k, v):
+    """(B, H, T, d)"""
+    x = q.reshape(2, 3, 4, 5)  # (B, H, T, d)
+    y = x.T  # (d, T, H, B)
+    z = x.transpose(1, 2).view(2, 4, 15)  # (B, T, H*d)
+    m = torch.eye(2)  # (2, 2)
+    ok = m.T  # (2, 2)
+    for i in range(q.shape[0]):
+        for j in range(k.shape[0]):
+            pass
+    np.random.seed(0)
+    s = torch.symeig(m)
+    return F.scaled_dot_product_attention(q, k, v)  # (B, H, T, d)
+''')
+    api = [(f.code, f.line) for f in findings if f.code.startswith("API")]
+    assert api == [("API001", 11), ("API002", 12), ("API003", 15), ("API007", 18), ("API004", 19), ("API005", 20)]
+
+
+def test_numpy_item_may_not_import_torch(tmp_path: Path) -> None:
+    findings = _lint(tmp_path, '"""doc"""\nimport torch\n', module="classical/knn")
+    assert ("API005", 2) in [(f.code, f.line) for f in findings]
+
+
+def test_explanation_rules(tmp_path: Path) -> None:
+    findings = _lint(tmp_path, '''
+def public(x):
+    return x
+
+class Thing:
+    """A thing."""
+
+    def method(self):
+        return 1
+''')
+    assert {"EXP001", "EXP002"} <= {f.code for f in findings}
+    assert [f.line for f in findings if f.code == "EXP002"] == [2, 8]
+    short = _lint(tmp_path, '"""Too short."""\n\ndef f(x):\n    """It."""\n    return x\n')
+    assert _codes(short) == ["EXP003", "EXP004", "EXP005", "EXP006"]
+
+
+def test_ignore_turns_off_codes_and_prefixes(tmp_path: Path) -> None:
+    findings = _lint(tmp_path, "def public(x):\n    return x\n", settings=Settings(ignore=("EXP",)))
+    assert findings == []
+
+
+def test_verdict_wording() -> None:
+    assert [verdict_for(s) for s in range(6)] == ["no", "no", "no", "hire with reservations", "strong", "strong"]
+
+
+def test_correctness_counts_probes_toward_numerics(tmp_path: Path) -> None:
+    item = catalog.get("transformer/attention")
+    path = tmp_path / "transformer/attention.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(DOC)
+    outcomes = [Outcome("t::a", "passed"), Outcome("t::probe", "failed", probe=True, message="NaN")]
+    axes = rubric.score_item(rubric.Evidence(item, [path], [], outcomes, tmp_path), Settings())
+    assert axes["correctness"].passed
+    assert not axes["numerics"].passed
+    assert [f.code for f in axes["numerics"].findings] == ["NUM100"]
+
+
+def test_match_binds_per_call_and_evaluates_expressions() -> None:
+    comment = shape_grammar.parse("(B, T + 1, C*2), (B,)")
+    added = shape_runtime.match_comment(comment, [np.zeros((2, 4, 6)), np.zeros(2)], {"T": 3, "C": 3})
+    assert added == {"B": 2}
+    with pytest.raises(shape_runtime.Mismatch, match="the comment lists 2 shape"):
+        shape_runtime.match_comment(comment, [np.zeros((2, 4, 6)), np.zeros(2), np.zeros(2)], {"T": 3, "C": 3})
+    with pytest.raises(shape_runtime.Mismatch, match="dim B should be 2, got 3"):
+        shape_runtime.match_comment(comment, [np.zeros((2, 4, 6)), np.zeros(3)], {"T": 3, "C": 3})
+    with pytest.raises(shape_runtime.Mismatch, match="dim T \\+ 1 should be 4, got 5"):
+        shape_runtime.match_comment(comment, [np.zeros((2, 5, 6)), np.zeros(2)], {"T": 3, "C": 3})
+    ellipsis = shape_grammar.parse("(..., T_q, T_k)")
+    assert shape_runtime.match_comment(ellipsis, [np.zeros((2, 3, 4, 5))], {}) == {"T_q": 4, "T_k": 5}
+    alternatives = shape_grammar.parse("(B,) | ()")
+    assert shape_runtime.match_comment(alternatives, [np.float64(1.0)], {}) == {}
+    assert shape_runtime.match_comment(shape_grammar.parse("list[N]"), [[1, 2, 3]], {}) == {"N": 3}
+
+
+TRACED = '''
+import numpy as np
+
+def split(x, n_heads):
+    """(B, T, d) -> (B, H, T, d_h)"""
+    B, T, d = x.shape
+    heads = x.reshape(B, T, n_heads, d // n_heads)   # (B, T, H, d_h)
+    wrong = heads.transpose(0, 2, 1, 3)              # (B, T, H, d_h)
+    grads = {}
+    grads["w"] = np.ones((d, d))                     # (d, d)
+    return wrong                                     # (B, H, T, d_h)
+
+def grow(ids, steps):
+    """(B, T) -> (B, T + steps)"""
+    for _ in range(steps):
+        ids = np.concatenate([ids, ids[:, :1]], axis=1)  # (B, T_cur)
+    return ids                                       # (B, T_cur)
+
+def validate(x):
+    """Raises on a bad input: its shape comments are not evidence."""
+    y = x.reshape(-1)                                # (N, N)
+    raise ValueError("bad")
+
+def never():
+    """Not called."""
+    return np.zeros(3)                               # (3,)
+'''
+
+
+def test_tracer_confirms_contradicts_and_reports_bindings(tmp_path: Path) -> None:
+    path = tmp_path / "traced_module.py"
+    path.write_text(TRACED)
+    namespace: dict[str, object] = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    tracer = shape_runtime.ShapeTracer([path])
+    assert tracer.start()
+    try:
+        namespace["split"](np.zeros((2, 5, 8)), 2)  # type: ignore[operator]
+        namespace["grow"](np.zeros((2, 3)), 3)  # type: ignore[operator]
+        with pytest.raises(ValueError):
+            namespace["validate"](np.zeros((2, 3)))  # type: ignore[operator]
+    finally:
+        tracer.stop()
+    verdicts = {v.line: v for v in shape_runtime.merge([path], [tracer.export()], {})}
+    status = {line: v.status for line, v in verdicts.items()}
+    assert status == {7: "confirmed", 8: "contradicted", 10: "confirmed", 11: "confirmed", 16: "confirmed",
+                      17: "confirmed", 21: "never executed", 26: "never executed"}
+    assert verdicts[8].detail.startswith("line 8 says (B, T, H, d_h) but the value is (2, 2, 5, 4)")
+    assert verdicts[8].detail.endswith("bound: B=2, T=5, H=2, d_h=4")
+    assert verdicts[11].status == "confirmed"  # (B, H, T, d_h) holds for the returned value
