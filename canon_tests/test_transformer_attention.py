@@ -1,0 +1,316 @@
+"""Reference tests for canon #25, scaled dot-product attention (canon-spec #25, C9, C10)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from canon_refs.transformer import attention
+from pytest_mlcanon.testing import TOL, assert_low_precision_matches, randn
+
+pytestmark = pytest.mark.canon("transformer/attention")
+
+B, H, T_Q, T_K, D_K, D_V = 2, 3, 5, 7, 8, 6
+
+
+def _qkv(dtype: torch.dtype = torch.float32, requires_grad: bool = False, seed: int = 0):
+    q = randn(B, H, T_Q, D_K, seed=seed, dtype=dtype, requires_grad=requires_grad)
+    k = randn(B, H, T_K, D_K, seed=seed + 1, dtype=dtype, requires_grad=requires_grad)
+    v = randn(B, H, T_K, D_V, seed=seed + 2, dtype=dtype, requires_grad=requires_grad)
+    return q, k, v
+
+
+def _random_allow_mask(seed: int = 3) -> torch.Tensor:
+    """A random (B, H, T_q, T_k) allow-mask in which every query keeps at least one key."""
+    gen = torch.Generator().manual_seed(seed)
+    mask = torch.rand(B, H, T_Q, T_K, generator=gen) > 0.5
+    mask[..., torch.arange(T_Q), torch.arange(T_Q) % T_K] = True
+    return mask
+
+
+def _causal(T_q: int, T_k: int) -> torch.Tensor:
+    """Bottom-right aligned causal allow-mask, built here so #25's tests do not depend on #27."""
+    return torch.ones(T_q, T_k, dtype=torch.bool).tril(diagonal=T_k - T_q)
+
+
+# ----------------------------------------------------------------------------- closed form
+
+
+def test_two_key_closed_form_float64():
+    q = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    k = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    v = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    out, weights = attention.scaled_dot_product_attention(q, k, v, return_weights=True)
+    assert out.dtype == torch.float64 and weights.dtype == torch.float64
+    torch.testing.assert_close(
+        weights, torch.tensor([[0.6697615493266569, 0.33023845067334306]], dtype=torch.float64),
+        **TOL.EXACT64.kw())
+    torch.testing.assert_close(
+        out, torch.tensor([[1.660476901346686, 2.6604769013466862]], dtype=torch.float64), **TOL.EXACT64.kw())
+
+
+def test_default_scale_is_inverse_sqrt_dk_and_explicit_scale_is_used():
+    q, k, v = _qkv(torch.float64)
+    default = attention.scaled_dot_product_attention(q, k, v)
+    explicit = attention.scaled_dot_product_attention(q, k, v, scale=1.0 / math.sqrt(D_K))
+    torch.testing.assert_close(default, explicit, **TOL.EXACT64.kw())
+    out = attention.scaled_dot_product_attention(q, k, v, scale=0.3)
+    want = torch.softmax(q @ k.transpose(-2, -1) * 0.3, dim=-1) @ v
+    torch.testing.assert_close(out, want, **TOL.EXACT64.kw())
+
+
+# ----------------------------------------------------------------------------- vs torch
+
+
+@pytest.mark.parametrize("kind", ["none", "bool", "float_bias", "causal"])
+def test_matches_torch_sdpa(kind):
+    q, k, v = _qkv()
+    if kind == "none":
+        mask = None
+    elif kind == "bool":
+        mask = _random_allow_mask()
+    elif kind == "float_bias":
+        mask = randn(B, H, T_Q, T_K, seed=5)
+    else:
+        mask = _causal(T_Q, T_K)
+    out = attention.scaled_dot_product_attention(q, k, v, mask)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert out.shape == (B, H, T_Q, D_V)
+    torch.testing.assert_close(out, want, atol=1e-6, rtol=1e-5)
+
+
+def test_weights_rows_sum_to_one_and_masked_weights_exactly_zero():
+    q, k, v = _qkv()
+    mask = _random_allow_mask()
+    out, weights = attention.scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+    assert weights.shape == (B, H, T_Q, T_K)
+    assert torch.all(weights[~mask] == 0.0)
+    assert torch.all(weights[mask] > 0.0)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, T_Q), atol=1e-6, rtol=0.0)
+    torch.testing.assert_close(out, weights @ v, **TOL.TORCH_OP.kw())
+
+
+def test_mask_broadcasts_from_lower_rank():
+    q, k, v = _qkv(torch.float64)
+    causal = _causal(T_Q, T_K)
+    keys = torch.tensor([[True] * T_K, [True] * 4 + [False] * (T_K - 4)])[:, None, None, :]
+    out_2d = attention.scaled_dot_product_attention(q, k, v, causal)
+    out_full = attention.scaled_dot_product_attention(q, k, v, causal.expand(B, H, T_Q, T_K))
+    torch.testing.assert_close(out_2d, out_full, **TOL.EXACT64.kw())
+    out_keys = attention.scaled_dot_product_attention(q, k, v, keys)
+    want = attention.scaled_dot_product_attention(q[1], k[1, :, :4], v[1, :, :4])
+    torch.testing.assert_close(out_keys[1], want, atol=1e-12, rtol=1e-12)
+
+
+def test_t_q_differs_from_t_k():
+    q = randn(4, 3, dtype=torch.float64)
+    k = randn(9, 3, seed=1, dtype=torch.float64)
+    v = randn(9, 2, seed=2, dtype=torch.float64)
+    out = attention.scaled_dot_product_attention(q, k, v)
+    assert out.shape == (4, 2)
+    torch.testing.assert_close(out, torch.softmax(q @ k.T / math.sqrt(3), dim=-1) @ v, **TOL.EXACT64.kw())
+
+
+# ----------------------------------------------------------------------------- properties
+
+
+def test_permuting_keys_and_values_together_leaves_output_unchanged():
+    q, k, v = _qkv()
+    mask = _random_allow_mask()
+    perm = torch.randperm(T_K, generator=torch.Generator().manual_seed(1))
+    out = attention.scaled_dot_product_attention(q, k, v, mask)
+    out_perm = attention.scaled_dot_product_attention(q, k[..., perm, :], v[..., perm, :], mask[..., perm])
+    torch.testing.assert_close(out_perm, out, **TOL.TORCH_OP.kw())
+
+
+def test_permuting_queries_permutes_output():
+    q, k, v = _qkv()
+    perm = torch.randperm(T_Q, generator=torch.Generator().manual_seed(2))
+    out = attention.scaled_dot_product_attention(q, k, v)
+    out_perm = attention.scaled_dot_product_attention(q[..., perm, :], k, v)
+    torch.testing.assert_close(out_perm, out[..., perm, :], **TOL.TORCH_OP.kw())
+
+
+def test_gradcheck_float64():
+    q, k, v = _qkv(torch.float64, requires_grad=True)
+    q, k, v = (t[:1, :2, :3, :4].detach().requires_grad_() for t in (q, k, v))
+    assert torch.autograd.gradcheck(lambda a, b, c: attention.scaled_dot_product_attention(a, b, c), (q, k, v))
+    mask = _random_allow_mask()[:1, :2, :3, :3]
+    assert torch.autograd.gradcheck(
+        lambda a, b, c: attention.scaled_dot_product_attention(a, b, c, mask), (q, k[..., :3, :], v[..., :3, :]))
+
+
+def test_output_dtype_follows_input():
+    q, k, v = _qkv(torch.float64)
+    assert attention.scaled_dot_product_attention(q, k, v).dtype == torch.float64
+
+
+# ----------------------------------------------------------------------------- dropout
+
+
+def test_dropout_zeroes_or_rescales_weights_reproducibly():
+    q, k, v = _qkv(torch.float64)
+    p = 0.5
+    _, plain = attention.scaled_dot_product_attention(q, k, v, return_weights=True)
+    out1, dropped = attention.scaled_dot_product_attention(
+        q, k, v, dropout_p=p, return_weights=True, generator=torch.Generator().manual_seed(7))
+    out2 = attention.scaled_dot_product_attention(q, k, v, dropout_p=p, generator=torch.Generator().manual_seed(7))
+    torch.testing.assert_close(out1, out2, atol=0.0, rtol=0.0)
+    kept = dropped != 0
+    assert 0.2 < kept.double().mean().item() < 0.8
+    torch.testing.assert_close(dropped[kept], plain[kept] / (1 - p), **TOL.EXACT64.kw())
+    torch.testing.assert_close(out1, dropped @ v, **TOL.EXACT64.kw())
+
+
+# ----------------------------------------------------------------------------- numerics
+
+
+@pytest.mark.numerics_probe
+def test_fully_masked_row_gives_zeros_and_finite_gradients():
+    q, k, v = _qkv(requires_grad=True)
+    mask = _random_allow_mask()
+    mask[0, 1, 2] = False                                   # query 2 of (batch 0, head 1) sees nothing
+    out, weights = attention.scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+    assert torch.isfinite(out).all()
+    assert torch.all(out[0, 1, 2] == 0.0)
+    assert torch.all(weights[0, 1, 2] == 0.0)
+    (out * randn(*out.shape, seed=9)).sum().backward()
+    for t in (q, k, v):
+        assert torch.isfinite(t.grad).all()
+    assert torch.all(q.grad[0, 1, 2] == 0.0)
+    # the other rows are exactly what the same call gives without the empty row
+    other = _random_allow_mask()
+    want = attention.scaled_dot_product_attention(q, k, v, other)
+    keep = torch.ones(B, H, T_Q, dtype=torch.bool)
+    keep[0, 1, 2] = False
+    torch.testing.assert_close(out[keep], want[keep], **TOL.TORCH_OP.kw())
+
+
+@pytest.mark.numerics_probe
+def test_fully_masked_row_with_finite_bias_stays_finite():
+    q, k, v = _qkv()
+    bias = torch.zeros(T_Q, T_K).masked_fill(~_causal(T_Q, T_K), torch.finfo(torch.float32).min)
+    bias[1] = torch.finfo(torch.float32).min
+    out = attention.scaled_dot_product_attention(q, k, v, bias)
+    assert torch.isfinite(out).all()
+
+
+@pytest.mark.numerics_probe
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_extreme_scores_give_one_hot_weights(dtype):
+    q = torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=dtype, requires_grad=True)
+    k = torch.tensor([[1e4, 0.0], [-1e4, 0.0], [1e4, 0.0]], dtype=dtype, requires_grad=True)
+    v = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=dtype, requires_grad=True)
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    out, weights = attention.scaled_dot_product_attention(q, k, v, mask, scale=1.0, return_weights=True)
+    assert torch.isfinite(out).all() and torch.isfinite(weights).all()
+    torch.testing.assert_close(weights, torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.0, 0.5]], dtype=dtype),
+                               atol=1e-6, rtol=0.0)
+    torch.testing.assert_close(out, torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=dtype), atol=1e-6, rtol=0.0)
+    out.sum().backward()
+    for t in (q, k, v):
+        assert torch.isfinite(t.grad).all()
+
+
+@pytest.mark.numerics_probe
+def test_fp16_probe():
+    q, k, v = _qkv()
+    mask = _random_allow_mask()
+    mask[1, 0, 3] = False
+    assert_low_precision_matches(lambda a, b, c, m: attention.scaled_dot_product_attention(a, b, c, m), q, k, v, mask)
+    out = attention.scaled_dot_product_attention(q.half(), k.half(), v.half(), mask)
+    assert out.dtype == torch.float16
+    assert torch.all(out[1, 0, 3] == 0.0)
+
+
+@pytest.mark.numerics_probe
+def test_float16_bias_on_negative_scores_does_not_overflow():
+    # scores near -20 plus the float16 bias -65504 round to -inf in float16 arithmetic
+    q = torch.full((1, 3, 4), 1.0, dtype=torch.float16)
+    k = torch.full((1, 5, 4), -10.0, dtype=torch.float16)
+    v = randn(1, 5, 2, seed=4).half()
+    bias = torch.zeros(3, 5, dtype=torch.float16)
+    bias[0] = torch.finfo(torch.float16).min
+    out = attention.scaled_dot_product_attention(q, k, v, bias)
+    assert torch.isfinite(out).all()
+
+
+# ----------------------------------------------------------------------------- softmax
+
+
+def test_stable_softmax_matches_torch():
+    x = randn(4, 7, seed=11) * 5
+    torch.testing.assert_close(attention.stable_softmax(x), torch.softmax(x, dim=-1), **TOL.TORCH_OP.kw())
+    torch.testing.assert_close(attention.stable_softmax(x, dim=0), torch.softmax(x, dim=0), **TOL.TORCH_OP.kw())
+
+
+@pytest.mark.numerics_probe
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_stable_softmax_extreme_logits(dtype):
+    x = torch.tensor([[1e4, -1e4, 0.0], [-1e4, -1e4, -1e4], [1e4, 1e4, -1e4]])
+    p = attention.stable_softmax(x.to(dtype)).double()
+    assert torch.isfinite(p).all() and (p >= 0).all() and (p <= 1).all()
+    sum_tol = 1e-6 if dtype != torch.float16 else TOL.LOW_PRECISION.atol  # 1/3 is not exact in float16
+    torch.testing.assert_close(p.sum(-1), torch.ones(3, dtype=torch.float64), atol=sum_tol, rtol=0.0)
+    torch.testing.assert_close(p, torch.tensor([[1.0, 0.0, 0.0], [1 / 3] * 3, [0.5, 0.5, 0.0]], dtype=torch.float64),
+                               atol=1e-3, rtol=0.0)
+
+
+# ----------------------------------------------------------------------------- edge cases
+
+
+@pytest.mark.edge_case
+def test_unbatched_2d_inputs_equal_batched():
+    q, k, v = _qkv(torch.float64)
+    out = attention.scaled_dot_product_attention(q[0, 0], k[0, 0], v[0, 0])
+    assert out.shape == (T_Q, D_V)
+    torch.testing.assert_close(out, attention.scaled_dot_product_attention(q, k, v)[0, 0], **TOL.EXACT64.kw())
+
+
+@pytest.mark.edge_case
+def test_batch_of_one_and_single_query():
+    q, k, v = _qkv(torch.float64)
+    out = attention.scaled_dot_product_attention(q[:1, :, :1], k[:1], v[:1])
+    assert out.shape == (1, H, 1, D_V)
+    torch.testing.assert_close(out, attention.scaled_dot_product_attention(q, k, v)[:1, :, :1], **TOL.EXACT64.kw())
+
+
+@pytest.mark.edge_case
+def test_single_key_gets_all_the_weight():
+    q, k, v = _qkv(torch.float64)
+    out, weights = attention.scaled_dot_product_attention(q, k[..., :1, :], v[..., :1, :], return_weights=True)
+    assert torch.all(weights == 1.0)
+    torch.testing.assert_close(out, v[..., :1, :].expand(B, H, T_Q, D_V), **TOL.EXACT64.kw())
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+_BAD_CALLS = {
+    # case: (pattern the message must match, call on (q, k, v) of shapes (B, H, T_q|T_k, d))
+    "q_rank_1": ("q", lambda q, k, v: attention.scaled_dot_product_attention(q[0, 0, 0], k, v)),
+    "k_rank_1": ("k", lambda q, k, v: attention.scaled_dot_product_attention(q, k[0, 0, 0], v)),
+    "v_rank_1": ("v", lambda q, k, v: attention.scaled_dot_product_attention(q, k, v[0, 0, 0])),
+    "d_k_mismatch": ("k", lambda q, k, v: attention.scaled_dot_product_attention(q, k[..., :3], v)),
+    "T_k_mismatch": ("v|k", lambda q, k, v: attention.scaled_dot_product_attention(q, k, v[..., :3, :])),
+    "leading_dims": ("q|k|v", lambda q, k, v: attention.scaled_dot_product_attention(q, k[:, :2], v[:, :2])),
+    "mask_T_k": ("mask", lambda q, k, v: attention.scaled_dot_product_attention(
+        q, k, v, torch.ones(T_Q, T_Q, dtype=torch.bool))),
+    "mask_extra_dims": ("mask", lambda q, k, v: attention.scaled_dot_product_attention(
+        q[0], k[0], v[0], _random_allow_mask())),
+    "dropout_p_one": ("dropout_p", lambda q, k, v: attention.scaled_dot_product_attention(q, k, v, dropout_p=1.0)),
+    "dropout_p_negative": ("dropout_p", lambda q, k, v: attention.scaled_dot_product_attention(
+        q, k, v, dropout_p=-0.1)),
+    "scale_zero": ("scale", lambda q, k, v: attention.scaled_dot_product_attention(q, k, v, scale=0.0)),
+    "scale_negative": ("scale", lambda q, k, v: attention.scaled_dot_product_attention(q, k, v, scale=-1.0)),
+}
+
+
+@pytest.mark.parametrize("case", list(_BAD_CALLS))
+def test_invalid_inputs_raise_value_error(case):
+    pattern, call = _BAD_CALLS[case]
+    with pytest.raises(ValueError, match=pattern):
+        call(*_qkv())

@@ -1,0 +1,551 @@
+"""Reference tests for canon #26 multi-head attention, #28 cross-attention and #33 the KV cache
+(canon-spec #26, #28, #33; masks follow C10).
+
+#26 and #28 use duck-typed stand-ins for the cache and RoPE (``_ConcatCache``, ``_ScaleRope`` below), so
+they do not depend on #33/#34; the #33 tests use the real ``KVCache``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from canon_refs.transformer import attention, kv_cache, masks, multihead
+from pytest_mlcanon.testing import TOL, copy_linear, randn
+
+B, T, D, H = 2, 5, 16, 4
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _mha(d: int = D, n_heads: int = H, seed: int = 0, **kwargs) -> multihead.MultiHeadAttention:
+    torch.manual_seed(seed)
+    return multihead.MultiHeadAttention(d, n_heads, **kwargs)
+
+
+def _torch_mha_like(ours: multihead.MultiHeadAttention, fused: bool = True, **kwargs) -> nn.MultiheadAttention:
+    """An ``nn.MultiheadAttention`` holding our weights: fused ``in_proj_weight`` or separate q/k/v weights."""
+    ref = nn.MultiheadAttention(ours.q_proj.out_features, ours.n_heads, batch_first=True, dropout=0.0, **kwargs)
+    with torch.no_grad():
+        if fused:
+            ref.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+        else:
+            ref.q_proj_weight.copy_(ours.q_proj.weight)
+            ref.k_proj_weight.copy_(ours.k_proj.weight)
+            ref.v_proj_weight.copy_(ours.v_proj.weight)
+        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+    copy_linear(ref.out_proj, ours.out_proj.weight, ours.out_proj.bias)
+    return ref.eval()
+
+
+def _composed(m: multihead.MultiHeadAttention, x: torch.Tensor, context: torch.Tensor | None = None,
+              mask: torch.Tensor | None = None, rope_scale=None) -> torch.Tensor:
+    """MHA written out from #25 on the projections: (B, T_q, d) -> (B, T_q, d)."""
+    src = x if context is None else context
+    Bx, T_q, d = x.shape
+    T_k = src.shape[1]
+    d_h = d // m.n_heads
+    q = m.q_proj(x).reshape(Bx, T_q, m.n_heads, d_h).transpose(1, 2)
+    k = m.k_proj(src).reshape(Bx, T_k, m.n_heads, d_h).transpose(1, 2)
+    v = m.v_proj(src).reshape(Bx, T_k, m.n_heads, d_h).transpose(1, 2)
+    if rope_scale is not None:
+        q, k = q * rope_scale, k * rope_scale
+    heads = attention.scaled_dot_product_attention(q, k, v, mask)
+    return m.out_proj(heads.transpose(1, 2).reshape(Bx, T_q, d))
+
+
+class _ConcatCache:
+    """Duck-typed stand-in for #33's ``KVCache``: ``length`` and ``update(k, v)``, by concatenation."""
+
+    def __init__(self) -> None:
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+        self.updates = 0
+
+    @property
+    def length(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+    def update(self, k_new: torch.Tensor, v_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.updates += 1
+        self.k = k_new if self.k is None else torch.cat([self.k, k_new], dim=2)
+        self.v = v_new if self.v is None else torch.cat([self.v, v_new], dim=2)
+        return self.k, self.v
+
+
+class _ScaleRope(nn.Module):
+    """Duck-typed stand-in for #34's ``RotaryEmbedding``: scales x by ``1 + 0.1·position`` and records
+    the positions it was given, so a test can see what reached it and what it was applied to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[torch.Tensor] = []
+
+    @staticmethod
+    def factor(positions: torch.Tensor) -> torch.Tensor:
+        f = 1.0 + 0.1 * positions.double()
+        return f[:, None] if f.dim() == 1 else f[:, None, :, None]   # (T, 1) or (B, 1, T, 1)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        if positions is None:
+            positions = torch.arange(x.shape[2])
+        self.seen.append(positions.clone())
+        return x * self.factor(positions).to(x.dtype)
+
+
+# ============================================================================= #26
+
+
+class TestMultiHeadAttention:
+    pytestmark = pytest.mark.canon("transformer/multihead")
+
+    def test_attributes_and_projection_shapes(self):
+        m = multihead.MultiHeadAttention(D, H)
+        assert m.n_heads == H and m.head_dim == D // H and m.rope is None
+        for proj in (m.q_proj, m.k_proj, m.v_proj, m.out_proj):
+            assert isinstance(proj, nn.Linear) and proj.weight.shape == (D, D) and proj.bias is not None
+            assert proj.weight.dtype == torch.float32
+        m = multihead.MultiHeadAttention(D, H, d_context=6, bias=False)
+        assert m.k_proj.weight.shape == (D, 6) and m.v_proj.weight.shape == (D, 6)
+        assert m.q_proj.weight.shape == (D, D) and m.out_proj.bias is None
+
+    @pytest.mark.parametrize("kind", ["none", "causal", "is_causal", "key_padding"])
+    def test_matches_torch_multihead_attention(self, kind):
+        m = _mha()
+        ref = _torch_mha_like(m)
+        x = randn(B, T, D, seed=1)
+        kwargs, ref_kwargs = {}, {}
+        if kind == "causal":
+            kwargs["mask"] = masks.causal_mask(T)
+            ref_kwargs["attn_mask"] = ~masks.causal_mask(T)            # torch: True = may NOT attend
+        elif kind == "is_causal":
+            kwargs["is_causal"] = True
+            ref_kwargs["attn_mask"] = ~masks.causal_mask(T)
+        elif kind == "key_padding":
+            valid = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
+            kwargs["mask"] = masks.key_padding_to_attention(valid)
+            ref_kwargs["key_padding_mask"] = ~valid
+        out, weights = m(x, return_weights=True, **kwargs)
+        want, want_weights = ref(x, x, x, need_weights=True, **ref_kwargs)
+        assert out.shape == (B, T, D) and weights.shape == (B, H, T, T)
+        torch.testing.assert_close(out, want, **TOL.COMPOSITE.kw())
+        torch.testing.assert_close(weights.mean(dim=1), want_weights, **TOL.COMPOSITE.kw())
+
+    def test_is_causal_future_tokens_do_not_change_past_outputs(self):
+        m = _mha()
+        x = randn(B, T, D, seed=1)
+        out = m(x, is_causal=True)
+        for t in range(T - 1):
+            x2 = x.clone()
+            x2[:, t + 1:] = randn(B, T - t - 1, D, seed=10 + t) * 3
+            out2 = m(x2, is_causal=True)
+            torch.testing.assert_close(out2[:, : t + 1], out[:, : t + 1], atol=1e-6, rtol=0.0)
+            assert not torch.allclose(out2[:, t + 1:], out[:, t + 1:])
+
+    def test_single_head_equals_attention_on_projections(self):
+        m = _mha(n_heads=1)
+        x = randn(B, T, D, seed=1)
+        want = m.out_proj(attention.scaled_dot_product_attention(m.q_proj(x), m.k_proj(x), m.v_proj(x)))
+        torch.testing.assert_close(m(x), want, **TOL.COMPOSITE.kw())
+
+    def test_matches_attention_composition_with_mask(self):
+        m = _mha()
+        x = randn(B, T, D, seed=1)
+        mask = torch.rand(B, 1, T, T, generator=torch.Generator().manual_seed(3)) > 0.4
+        mask[..., 0] = True
+        torch.testing.assert_close(m(x, mask=mask), _composed(m, x, mask=mask), **TOL.COMPOSITE.kw())
+
+    def test_split_merge_round_trip_and_layout(self):
+        m = _mha()
+        x = randn(B, T, D, seed=2)
+        heads = m.split_heads(x)
+        assert heads.shape == (B, H, T, D // H)
+        d_h = D // H
+        for h in range(H):
+            torch.testing.assert_close(heads[:, h], x[..., h * d_h:(h + 1) * d_h], atol=0.0, rtol=0.0)
+        torch.testing.assert_close(m.merge_heads(heads), x, atol=0.0, rtol=0.0)
+
+    def test_token_permutation_equivariance(self):
+        m = _mha()
+        x = randn(B, T, D, seed=1)
+        perm = torch.randperm(T, generator=torch.Generator().manual_seed(4))
+        torch.testing.assert_close(m(x[:, perm]), m(x)[:, perm], **TOL.COMPOSITE.kw())
+
+    def test_gradcheck_float64(self):
+        m = _mha(d=8, n_heads=2).double()
+        x = randn(1, 3, 8, seed=1, dtype=torch.float64, requires_grad=True)
+        assert torch.autograd.gradcheck(lambda a: m(a, is_causal=True), (x,))
+        ctx = randn(1, 4, 8, seed=2, dtype=torch.float64, requires_grad=True)
+        assert torch.autograd.gradcheck(lambda a, c: m(a, c), (x, ctx))
+
+    def test_mask_forms_agree(self):
+        m = _mha()
+        x = randn(B, T, D, seed=1)
+        allow = torch.rand(B, T, T, generator=torch.Generator().manual_seed(5)) > 0.3
+        allow[..., 0] = True
+        out3 = m(x, mask=allow)
+        torch.testing.assert_close(m(x, mask=allow[:, None]), out3, atol=0.0, rtol=0.0)
+        torch.testing.assert_close(m(x, mask=allow[:, None].expand(B, H, T, T)), out3, atol=0.0, rtol=0.0)
+        torch.testing.assert_close(m(x, mask=masks.mask_to_bias(allow)), out3, **TOL.TORCH_OP.kw())
+        # a float bias and is_causal combine without overflowing (finfo.min filled, never added twice)
+        bias = masks.mask_to_bias(allow)
+        both = m(x, mask=bias, is_causal=True)
+        assert torch.isfinite(both).all()
+        torch.testing.assert_close(both, m(x, mask=allow & masks.causal_mask(T)), **TOL.TORCH_OP.kw())
+
+    def test_return_weights_rows_sum_to_one(self):
+        m = _mha()
+        x = randn(B, T, D, seed=1)
+        out, weights = m(x, is_causal=True, return_weights=True)
+        torch.testing.assert_close(out, m(x, is_causal=True), atol=0.0, rtol=0.0)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, T), atol=1e-6, rtol=0.0)
+        assert torch.all(weights[..., ~masks.causal_mask(T)] == 0.0)
+
+    def test_dropout_only_in_training(self):
+        m = _mha(dropout=0.5)
+        plain = _mha()
+        x = randn(B, T, D, seed=1)
+        m.eval()
+        torch.testing.assert_close(m(x), plain(x), atol=0.0, rtol=0.0)
+        m.train()
+        assert not torch.allclose(m(x), plain(x))
+
+    def test_rope_is_applied_to_queries_and_keys_with_given_positions(self):
+        rope = _ScaleRope()
+        m = _mha(rope=rope)
+        assert m.rope is rope
+        x = randn(B, T, D, seed=1)
+        positions = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])
+        out = m(x, positions=positions)
+        assert all(torch.equal(p, positions) for p in rope.seen) and len(rope.seen) == 2
+        want = _composed(m, x, rope_scale=_ScaleRope.factor(positions).float())
+        torch.testing.assert_close(out, want, **TOL.COMPOSITE.kw())
+
+    def test_duck_typed_cache_offsets_causal_mask_and_positions(self):
+        rope = _ScaleRope()
+        m = _mha(rope=rope)
+        x = randn(B, 7, D, seed=1)
+        full = m(x, is_causal=True)
+        rope.seen.clear()
+        cache = _ConcatCache()
+        steps = [m(x[:, :4], is_causal=True, kv_cache=cache)]
+        steps += [m(x[:, t:t + 1], is_causal=True, kv_cache=cache) for t in range(4, 7)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), full, **TOL.COMPOSITE.kw())
+        assert cache.length == 7
+        assert torch.equal(rope.seen[0], torch.arange(4))
+        assert [p.tolist() for p in rope.seen[2::2]] == [[4], [5], [6]]
+
+    @pytest.mark.edge_case
+    def test_batch_of_one_and_single_token(self):
+        m = _mha()
+        ref = _torch_mha_like(m)
+        x = randn(1, 1, D, seed=1)
+        out = m(x, is_causal=True)
+        assert out.shape == (1, 1, D)
+        torch.testing.assert_close(out, ref(x, x, x, need_weights=False)[0], **TOL.COMPOSITE.kw())
+        # one token attends only to itself: the output is out_proj(v_proj(x))
+        torch.testing.assert_close(out, m.out_proj(m.v_proj(x)), **TOL.COMPOSITE.kw())
+
+    @pytest.mark.numerics_probe
+    def test_fully_masked_query_gives_out_proj_bias(self):
+        m = _mha()
+        x = randn(B, T, D, seed=1, requires_grad=True)
+        allow = masks.causal_padding_mask(torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]]))
+        out = m(x, mask=allow)
+        assert torch.isfinite(out).all()
+        torch.testing.assert_close(out[0, :2], m.out_proj.bias.expand(2, D), atol=1e-6, rtol=0.0)
+        out.sum().backward()
+        assert torch.isfinite(x.grad).all()
+
+    @pytest.mark.parametrize(
+        ("make", "match"),
+        [
+            (lambda: multihead.MultiHeadAttention(10, 3), "n_heads"),
+            (lambda: multihead.MultiHeadAttention(D, 0), "n_heads"),
+            (lambda: multihead.MultiHeadAttention(D, H, dropout=1.0), "dropout"),
+        ],
+    )
+    def test_invalid_constructor(self, make, match):
+        with pytest.raises(ValueError, match=match):
+            make()
+
+    def test_invalid_forward_inputs(self):
+        m = _mha(d_context=6)
+        x = randn(B, T, D, seed=1)
+        with pytest.raises(ValueError, match="x"):
+            m(randn(B, T, D + 1))
+        with pytest.raises(ValueError, match="context"):
+            m(x, randn(B, 3, D))                                        # width must be d_context = 6
+        with pytest.raises(ValueError, match="context"):
+            m(x, randn(B + 1, 3, 6))
+        m = _mha()
+        with pytest.raises(ValueError, match="mask"):
+            m(x, mask=torch.ones(B, T, dtype=torch.bool))               # key padding not converted
+        with pytest.raises(ValueError, match="mask"):
+            m(x, mask=torch.ones(B, 3, T, T, dtype=torch.bool))         # 3 heads, not 4
+        with pytest.raises(ValueError, match="mask"):
+            m(x, mask=torch.ones(T, T + 1, dtype=torch.bool))
+
+    def test_cache_and_rope_are_self_attention_only_and_errors_leave_cache_untouched(self):
+        x = randn(B, T, D, seed=1)
+        ctx = randn(B, 3, D, seed=2)
+        cache = _ConcatCache()
+        m = _mha()
+        with pytest.raises(ValueError, match="kv_cache"):
+            m(x, ctx, kv_cache=cache)
+        with pytest.raises(ValueError, match="mask"):
+            m(x, mask=torch.ones(T, T + 2, dtype=torch.bool), kv_cache=cache)
+        assert cache.updates == 0 and cache.length == 0
+        with pytest.raises(ValueError, match="rope"):
+            _mha(rope=_ScaleRope())(x, ctx)
+        with pytest.raises(ValueError, match="positions"):
+            _mha(rope=_ScaleRope())(x, positions=torch.arange(T + 1), kv_cache=cache)
+        assert cache.updates == 0
+
+
+# ============================================================================= #28
+
+
+class TestCrossAttention:
+    pytestmark = pytest.mark.canon("transformer/cross_attention")
+
+    T_Q, T_K, D_C = 3, 11, 6
+
+    def _setup(self, d_context: int | None = None, bias: bool = True):
+        torch.manual_seed(0)
+        m = multihead.CrossAttention(D, H, d_context, bias=bias)
+        x = randn(B, self.T_Q, D, seed=1)
+        ctx = randn(B, self.T_K, d_context or D, seed=2)
+        return m, x, ctx
+
+    def test_is_a_multihead_attention_with_context_width(self):
+        m, _, _ = self._setup(self.D_C)
+        assert isinstance(m, multihead.MultiHeadAttention)
+        assert m.k_proj.weight.shape == (D, self.D_C) and m.v_proj.weight.shape == (D, self.D_C)
+        assert m.q_proj.weight.shape == (D, D)
+
+    @pytest.mark.parametrize("masked", [False, True])
+    def test_matches_torch_with_separate_kdim_vdim(self, masked):
+        m, x, ctx = self._setup(self.D_C)
+        ref = _torch_mha_like(m, fused=False, kdim=self.D_C, vdim=self.D_C)
+        valid = torch.ones(B, self.T_K, dtype=torch.bool)
+        valid[1, 7:] = False
+        out, weights = m(x, ctx, valid if masked else None, return_weights=True)
+        want, want_weights = ref(x, ctx, ctx, key_padding_mask=~valid if masked else None)
+        assert out.shape == (B, self.T_Q, D) and weights.shape == (B, H, self.T_Q, self.T_K)
+        torch.testing.assert_close(out, want, **TOL.COMPOSITE.kw())
+        torch.testing.assert_close(weights.mean(1), want_weights, **TOL.COMPOSITE.kw())
+
+    def test_matches_torch_with_fused_in_proj_when_widths_agree(self):
+        m, x, ctx = self._setup()
+        ref = _torch_mha_like(m, fused=True)
+        torch.testing.assert_close(m(x, ctx), ref(x, ctx, ctx, need_weights=False)[0], **TOL.COMPOSITE.kw())
+
+    def test_masked_context_contents_do_not_matter(self):
+        m, x, ctx = self._setup(self.D_C)
+        valid = torch.ones(B, self.T_K, dtype=torch.long)
+        valid[0, 4:] = 0
+        out = m(x, ctx, valid)
+        ctx2 = ctx.clone()
+        ctx2[0, 4:] = randn(self.T_K - 4, self.D_C, seed=8) * 50
+        torch.testing.assert_close(m(x, ctx2, valid), out, atol=1e-6, rtol=0.0)
+        torch.testing.assert_close(out[0], m(x[:1], ctx[:1, :4])[0], **TOL.COMPOSITE.kw())
+        _, weights = m(x, ctx, valid, return_weights=True)
+        assert torch.all(weights[0, ..., 4:] == 0.0)
+
+    def test_context_permutation_invariance_and_query_equivariance(self):
+        m, x, ctx = self._setup(self.D_C)
+        out = m(x, ctx)
+        perm_k = torch.randperm(self.T_K, generator=torch.Generator().manual_seed(1))
+        perm_q = torch.tensor([2, 0, 1])
+        torch.testing.assert_close(m(x, ctx[:, perm_k]), out, **TOL.COMPOSITE.kw())
+        torch.testing.assert_close(m(x[:, perm_q], ctx), out[:, perm_q], **TOL.COMPOSITE.kw())
+
+    def test_equals_multihead_forward_with_converted_mask(self):
+        m, x, ctx = self._setup(self.D_C)
+        valid = torch.ones(B, self.T_K, dtype=torch.bool)
+        valid[1, :5] = False
+        want = multihead.MultiHeadAttention.forward(m, x, ctx, masks.key_padding_to_attention(valid))
+        torch.testing.assert_close(m(x, ctx, valid), want, atol=0.0, rtol=0.0)
+
+    @pytest.mark.numerics_probe
+    @pytest.mark.parametrize("bias", [True, False])
+    def test_all_context_masked_gives_out_proj_bias(self, bias):
+        m, x, ctx = self._setup(self.D_C, bias=bias)
+        x.requires_grad_(True)
+        valid = torch.ones(B, self.T_K, dtype=torch.bool)
+        valid[1] = False
+        out = m(x, ctx, valid)
+        assert torch.isfinite(out).all()
+        want = m.out_proj.bias.expand(self.T_Q, D) if bias else torch.zeros(self.T_Q, D)
+        torch.testing.assert_close(out[1], want, atol=1e-6, rtol=0.0)
+        out.sum().backward()
+        assert torch.isfinite(x.grad).all()
+        assert torch.all(x.grad[1] == 0.0)
+
+    @pytest.mark.edge_case
+    def test_single_context_token(self):
+        m, x, ctx = self._setup(self.D_C)
+        out = m(x, ctx[:, :1])
+        torch.testing.assert_close(out, m.out_proj(m.v_proj(ctx[:, :1])).expand(B, self.T_Q, D),
+                                   **TOL.COMPOSITE.kw())
+
+    def test_invalid_inputs(self):
+        m, x, ctx = self._setup(self.D_C)
+        with pytest.raises(ValueError, match="context"):
+            m(x, None)
+        with pytest.raises(ValueError, match="context"):
+            m(x, ctx[:1])
+        with pytest.raises(ValueError, match="context"):
+            m(x, randn(B, self.T_K, D))
+        with pytest.raises(ValueError, match="context_mask"):
+            m(x, ctx, torch.ones(B, self.T_K - 1, dtype=torch.bool))
+        with pytest.raises(ValueError, match="context_mask"):
+            m(x, ctx, torch.ones(B, 1, 1, self.T_K, dtype=torch.bool))
+
+
+# ============================================================================= #33
+
+
+class TestKVCache:
+    pytestmark = pytest.mark.canon("transformer/kv_cache")
+
+    def _cache(self, max_len: int = 9, batch: int = B, heads: int = H, head_dim: int = D // H,
+               dtype: torch.dtype = torch.float32) -> kv_cache.KVCache:
+        return kv_cache.KVCache(batch, heads, head_dim, max_len, dtype=dtype)
+
+    def _decode_in_steps(self, module, x: torch.Tensor, cache, prefill: int) -> torch.Tensor:
+        """Prefill ``prefill`` tokens, then one token per call; returns the concatenated outputs."""
+        outs = [module(x[:, :prefill], is_causal=True, kv_cache=cache)]
+        for t in range(prefill, x.shape[1]):
+            outs.append(module(x[:, t:t + 1], is_causal=True, kv_cache=cache))
+        return torch.cat(outs, dim=1)
+
+    def test_buffers_are_preallocated(self):
+        cache = kv_cache.KVCache(2, 3, 4, 10, dtype=torch.float64)
+        assert cache.k.shape == (2, 3, 10, 4) and cache.v.shape == (2, 3, 10, 4)
+        assert cache.k.dtype == torch.float64 and cache.length == 0
+
+    def test_cached_decoding_equals_full_causal_forward(self):
+        m = _mha().eval()
+        x = randn(B, 9, D, seed=1)
+        with torch.no_grad():
+            full = m(x, is_causal=True)
+            cache = self._cache(max_len=9)
+            steps = self._decode_in_steps(m, x, cache, prefill=5)
+        assert cache.length == 9
+        torch.testing.assert_close(steps, full, **TOL.COMPOSITE.kw())
+
+    def test_cached_decoding_with_rotary_embedding(self):
+        from canon_refs.transformer import positional
+
+        m = _mha(rope=positional.RotaryEmbedding(D // H, max_positions=32)).eval()
+        x = randn(B, 9, D, seed=1)
+        with torch.no_grad():
+            full = m(x, is_causal=True)
+            steps = self._decode_in_steps(m, x, self._cache(max_len=12), prefill=5)
+        torch.testing.assert_close(steps, full, **TOL.COMPOSITE.kw())
+
+    def test_cached_decoding_with_grouped_query_attention(self):
+        gqa = pytest.importorskip("canon_refs.llm.gqa", reason="#35 not written yet")
+        torch.manual_seed(0)
+        m = gqa.GroupedQueryAttention(D, H, 2).eval()
+        x = randn(B, 9, D, seed=1)
+        with torch.no_grad():
+            full = m(x, is_causal=True)
+            cache = self._cache(max_len=9, heads=2)
+            steps = self._decode_in_steps(m, x, cache, prefill=5)
+        torch.testing.assert_close(steps, full, **TOL.COMPOSITE.kw())
+
+    def test_length_reset_and_views_share_storage(self):
+        cache = self._cache(max_len=6, batch=1, heads=2, head_dim=3)
+        k1, v1 = randn(1, 2, 4, 3, seed=1), randn(1, 2, 4, 3, seed=2)
+        k, v = cache.update(k1, v1)
+        assert cache.length == 4 and k.shape == (1, 2, 4, 3) and v.shape == (1, 2, 4, 3)
+        torch.testing.assert_close(k, k1, atol=0.0, rtol=0.0)
+        torch.testing.assert_close(v, v1, atol=0.0, rtol=0.0)
+        assert k.untyped_storage().data_ptr() == cache.k.untyped_storage().data_ptr()
+        assert v.untyped_storage().data_ptr() == cache.v.untyped_storage().data_ptr()
+        k2, v2 = randn(1, 2, 1, 3, seed=3), randn(1, 2, 1, 3, seed=4)
+        k, v = cache.update(k2, v2)
+        assert cache.length == 5 and k.shape == (1, 2, 5, 3)
+        torch.testing.assert_close(k, torch.cat([k1, k2], dim=2), atol=0.0, rtol=0.0)
+        torch.testing.assert_close(v, torch.cat([v1, v2], dim=2), atol=0.0, rtol=0.0)
+        cache.k[0, 0, 0, 0] = 123.0                                      # a view, not a copy
+        assert k[0, 0, 0, 0].item() == 123.0
+        cache.reset()
+        assert cache.length == 0
+        k, _ = cache.update(k2, v2)
+        assert cache.length == 1
+        torch.testing.assert_close(k, k2, atol=0.0, rtol=0.0)
+
+    def test_memory_bytes_and_model_formula(self):
+        assert kv_cache.kv_cache_bytes(32, 1, 8, 128, 8192) == 1073741824
+        assert kv_cache.kv_cache_bytes(32, 1, 8, 128, 8192, bytes_per_elem=4) == 2 * 1073741824
+        assert kv_cache.kv_cache_bytes(2, 3, 4, 5, 6, 1) == 2 * 2 * 3 * 4 * 5 * 6
+        assert kv_cache.KVCache(2, 4, 8, 16).memory_bytes() == 2 * 2 * 4 * 16 * 8 * 4
+        assert kv_cache.KVCache(2, 4, 8, 16, dtype=torch.bfloat16).memory_bytes() == 2 * 2 * 4 * 16 * 8 * 2
+
+    @pytest.mark.edge_case
+    def test_fill_to_capacity_then_overflow_leaves_cache_unchanged(self):
+        cache = self._cache(max_len=4, batch=1, heads=1, head_dim=2)
+        cache.update(randn(1, 1, 3, 2, seed=1), randn(1, 1, 3, 2, seed=2))
+        k, _ = cache.update(randn(1, 1, 1, 2, seed=3), randn(1, 1, 1, 2, seed=4))
+        assert cache.length == 4 and k.shape == (1, 1, 4, 2)
+        cache.reset()
+        cache.update(randn(1, 1, 3, 2, seed=1), randn(1, 1, 3, 2, seed=2))
+        k_before, v_before = cache.k.clone(), cache.v.clone()
+        with pytest.raises(ValueError, match="max_len|k_new|overflow"):
+            cache.update(randn(1, 1, 2, 2, seed=5), randn(1, 1, 2, 2, seed=6))
+        assert cache.length == 3
+        assert torch.equal(cache.k, k_before) and torch.equal(cache.v, v_before)
+
+    @pytest.mark.parametrize(
+        ("k_shape", "v_shape", "dtype", "match"),
+        [
+            ((2, 4, 1, 4), (2, 4, 1, 4), torch.float32, "k_new"),        # wrong batch
+            ((1, 3, 1, 4), (1, 3, 1, 4), torch.float32, "k_new"),        # wrong H_kv
+            ((1, 4, 1, 5), (1, 4, 1, 5), torch.float32, "k_new"),        # wrong d_h
+            ((4, 1, 4), (4, 1, 4), torch.float32, "k_new"),              # 3-D
+            ((1, 4, 1, 4), (1, 4, 2, 4), torch.float32, "v_new"),        # T_new differs
+            ((1, 4, 1, 4), (1, 4, 1, 4), torch.float64, "k_new"),        # dtype
+        ],
+    )
+    def test_update_rejects_mismatches_without_mutation(self, k_shape, v_shape, dtype, match):
+        cache = self._cache(max_len=4, batch=1, heads=4, head_dim=4)
+        cache.update(randn(1, 4, 2, 4, seed=1), randn(1, 4, 2, 4, seed=2))
+        k_before = cache.k.clone()
+        with pytest.raises(ValueError, match=match):
+            cache.update(randn(*k_shape, seed=3, dtype=dtype), randn(*v_shape, seed=4, dtype=dtype))
+        assert cache.length == 2 and torch.equal(cache.k, k_before)
+
+    @pytest.mark.parametrize("name", ["batch_size", "n_kv_heads", "head_dim", "max_len"])
+    def test_constructor_rejects_non_positive_sizes(self, name):
+        sizes = {"batch_size": 1, "n_kv_heads": 2, "head_dim": 4, "max_len": 8}
+        sizes[name] = 0
+        with pytest.raises(ValueError, match=name):
+            kv_cache.KVCache(**sizes)
+
+    def test_attention_error_leaves_real_cache_untouched(self):
+        m = _mha()
+        cache = self._cache(max_len=9)
+        m(randn(B, 3, D, seed=1), is_causal=True, kv_cache=cache)
+        k_before = cache.k.clone()
+        with pytest.raises(ValueError, match="mask"):
+            m(randn(B, 1, D, seed=2), mask=torch.ones(1, 3, dtype=torch.bool), kv_cache=cache)  # T_k is 4
+        assert cache.length == 3 and torch.equal(cache.k, k_before)
+
+    @pytest.mark.parametrize("pos", ["learned", "rope"])
+    def test_gpt_greedy_generation_with_cache_equals_without(self, pos):
+        gpt = pytest.importorskip("canon_refs.transformer.gpt", reason="#31 not written yet")
+        generation = pytest.importorskip("canon_refs.transformer.generation", reason="#32 not written yet")
+        torch.manual_seed(0)
+        config = gpt.GPTConfig(vocab_size=13, max_seq_len=24, d_model=32, n_heads=4, n_layers=2, pos=pos)
+        model = gpt.GPT(config).eval()
+        idx = torch.randint(0, 13, (2, 5), generator=torch.Generator().manual_seed(1))
+        plain = generation.generate(model, idx, 12, greedy=True, use_cache=False)
+        cached = generation.generate(model, idx, 12, greedy=True, use_cache=True)
+        assert cached.shape == (2, 17)
+        assert torch.equal(cached, plain)
