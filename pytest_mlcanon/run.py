@@ -226,7 +226,7 @@ class CanonRun:
         timer = TimerState(self.config.invocation_params.dir) if self.timed else None
         if timer is not None and timer.warning:
             self.messages.append(timer.warning)
-        scores = [self._score(state, timer) for state in self.states.values()]
+        scores = [self._score_safely(state, timer) for state in self.states.values()]
         if timer is not None:
             timer.save()
         self.report = Report(self.impl.describe(), scores, self.settings.min_score)
@@ -238,6 +238,15 @@ class CanonRun:
         if self.settings.strict_shapes:
             failures += sum(1 for s in scores if any(f.code in {"SHP001", "SHP003"} for f in s.findings))
         return failures
+
+    def _score_safely(self, state: ItemState, timer: TimerState | None) -> ItemScore:
+        """Score one item; a failure inside the rubric becomes that item's verdict, never a crash."""
+        try:
+            return self._score(state, timer)
+        except Exception as exc:  # the grader must survive whatever the learner's files contain
+            item = state.item
+            return ItemScore(item.number, item.slug, item.title, "error",
+                             error=f"the rubric could not score this item: {type(exc).__name__}: {exc}")
 
     def _score(self, state: ItemState, timer: TimerState | None) -> ItemScore:
         item = state.item

@@ -253,3 +253,18 @@ def test_help_does_not_import_torch(tmp_path) -> None:
                          cwd=tmp_path).stdout
     assert "--canon-item=ITEMS" in out
     assert out.strip().splitlines()[-1] == "False"
+
+
+def test_a_rubric_failure_is_an_item_verdict_not_a_crash(pytester: pytest.Pytester, learner, monkeypatch) -> None:
+    from pytest_mlcanon import rubric
+
+    def explode(*args: object, **kwargs: object) -> None:
+        raise RecursionError("deeply nested learner code")
+
+    monkeypatch.setattr(rubric, "score_item", explode)
+    learner(copy=["posttrain/dpo"])
+    result = pytester.runpytest("--canon-item=55", "-q")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*#55 posttrain/dpo*error*",
+                                 "*the rubric could not score this item: RecursionError: deeply nested learner code*"])
+    assert "INTERNALERROR" not in result.stdout.str()

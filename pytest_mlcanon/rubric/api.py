@@ -97,8 +97,7 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
         for node in ast.walk(fn):
             if isinstance(node, ast.Attribute) and node.attr == "T" and isinstance(node.value, ast.Name):
                 rank = _rank_before(ranks, node.value.id, node.lineno)
-                own = _comment_rank(source, node.lineno)
-                if (rank is not None and rank >= 3) or (own is not None and own >= 3):
+                if rank is not None and rank >= 3:
                     out.append(Finding("API001", where, node.lineno, f"`{node.value.id}.T` reverses every axis of "
                                        "a 3-D+ tensor; only the last two were meant to swap",
                                        "use .transpose(-2, -1) or .mT"))
