@@ -198,6 +198,7 @@ class CanonRun:
             probe="numerics_probe" in keywords,
             edge="edge_case" in keywords,
             message=_short_message(report),
+            where=_failure_location(report, state.files, self.config.invocation_params.dir),
             duration=(previous.duration if previous else 0.0) + float(getattr(report, "duration", 0.0)),
         )
 
@@ -347,6 +348,28 @@ def _short_message(report: Any) -> str:
     text = crash if crash else str(longrepr)
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[0][:300] if lines else ""
+
+
+def _failure_location(report: Any, learner_files: tuple[Path, ...], root: Path) -> tuple[str, int] | None:
+    """Where a failure happened: the deepest traceback entry in the learner's files, else the
+    failing line of the test (an assertion on a wrong value never enters the learner's code)."""
+    if not getattr(report, "failed", False):
+        return None
+    entries = getattr(getattr(getattr(report, "longrepr", None), "reprtraceback", None), "reprentries", None) or []
+    locations = [(loc.path, loc.lineno) for e in entries if (loc := getattr(e, "reprfileloc", None)) is not None]
+    if not locations:
+        return None
+    learner = {str(p.resolve()) for p in learner_files}
+    inside = [loc for loc in locations if _resolve_quietly(loc[0], root) in learner]
+    path, line = (inside or locations)[-1]
+    return _show(_resolve_quietly(path, root), root), int(line)
+
+
+def _resolve_quietly(path: str, root: Path) -> str:
+    try:
+        return str((root / path).resolve())
+    except OSError:
+        return path
 
 
 def _describe_import_error(exc: BaseException, impl_dir: Path) -> str:

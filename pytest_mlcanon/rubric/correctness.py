@@ -40,7 +40,11 @@ def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = ()) -> Ax
     """Passes when at least one non-probe test ran, none failed, and no public name is missing."""
     missing = list(missing)
     tests = [o for o in outcomes if not o.probe]
-    findings = [Finding("COR001", o.nodeid, 0, f"{o.outcome}: {o.message}", "") for o in tests if o.outcome in FAILING]
+    findings = [
+        Finding("COR001", o.where[0] if o.where else o.nodeid, o.where[1] if o.where else 0,
+                f"{o.nodeid.split('::', 1)[-1]} {o.outcome}: {o.message}" if o.where else f"{o.outcome}: {o.message}")
+        for o in tests if o.outcome in FAILING
+    ]
     findings += missing
     ran = [o for o in tests if o.outcome != "skipped"]
     if not ran:

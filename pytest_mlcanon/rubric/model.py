@@ -53,6 +53,7 @@ class Outcome:
     edge: bool = False
     message: str = ""
     duration: float = 0.0
+    where: tuple[str, int] | None = None  # the failure's file:line: in the learner's code if it got there
 
 
 def verdict_for(score: int) -> str:

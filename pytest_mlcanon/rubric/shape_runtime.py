@@ -271,9 +271,15 @@ class ShapeTracer:
             self.active = False
 
     def _table_for(self, frame: FrameType) -> dict[int, Annotated] | None:
+        """The annotated statements of the frame's code object; None (no line tracing at all) when
+        its file is not traced or the code object holds no annotated line."""
         code = frame.f_code
         if code not in self._codes:
-            self._codes[code] = self.statements.get(_resolved(code.co_filename))
+            table = self.statements.get(_resolved(code.co_filename))
+            if table is not None:
+                lines = {line for _, _, line in code.co_lines() if line is not None}
+                table = {k: v for k, v in table.items() if k in lines} or None
+            self._codes[code] = table
         return self._codes[code]
 
     def _global(self, frame: FrameType, event: str, arg: Any) -> Any:

@@ -1,0 +1,248 @@
+"""Broken im2col convolution (canon #16), mistake: the output size forgets the padding,
+``(size - kernel) // stride + 1``. Caught by test_conv_output_size, test_conv2d_flops and every
+padded forward/backward comparison with torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def _check_int(name: str, value: int, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def conv_output_size(size: int, kernel: int, stride: int = 1, padding: int = 0) -> int:
+    """Output length along one axis: ``(size + 2*padding - kernel) // stride + 1``.
+
+    Raises:
+        ValueError: ``size < 1``, ``kernel < 1``, ``stride < 1``, ``padding < 0``, or a kernel larger
+        than the padded input (the result would be < 1).
+
+    Source: Dumoulin & Visin (2016), "A guide to convolution arithmetic", relationship 6.
+    """
+    _check_int("size", size, 1)
+    _check_int("kernel", kernel, 1)
+    _check_int("stride", stride, 1)
+    _check_int("padding", padding, 0)
+    if kernel > size + 2 * padding:
+        raise ValueError(f"kernel {kernel} is larger than the padded input {size} + 2*{padding}")
+    return (size - kernel) // stride + 1
+
+
+def _check_x(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)                              # (N, C, H_in, W_in)
+    if x.ndim != 4:
+        raise ValueError(f"x must be 4-D (N, C, H_in, W_in), got shape {x.shape}")
+    return x
+
+
+def im2col(x: np.ndarray, kh: int, kw: int, stride: int = 1, padding: int = 0) -> np.ndarray:
+    """Unfold every ``kh x kw`` window of ``x`` into a column.
+
+    Args:
+        x: ``(N, C, H_in, W_in)`` array (converted to float64).
+        kh, kw: kernel height and width.
+        stride, padding: as in ``torch.nn.functional.conv2d`` (zero padding on all four sides).
+
+    Returns:
+        ``(N, C*kh*kw, H_out*W_out)`` float64. Row ``c*kh*kw + i*kw + j`` holds input channel ``c`` at
+        kernel offset ``(i, j)``, the order of ``w.reshape(C_out, -1)``; column ``oh*W_out + ow``
+        is output position ``(oh, ow)``.
+
+    Raises:
+        ValueError: ``x`` not 4-D, ``kh``/``kw``/``stride`` < 1, ``padding`` < 0, or a kernel larger
+        than the padded input.
+
+    Source: Chellapilla, Puri & Simard (2006), "High performance convolutional neural networks
+    for document processing" (the unfolding trick).
+    """
+    x = _check_x(x)
+    _check_int("kh", kh, 1)
+    _check_int("kw", kw, 1)
+    N, C, H_in, W_in = x.shape
+    H_out = conv_output_size(H_in, kh, stride, padding)
+    W_out = conv_output_size(W_in, kw, stride, padding)
+    pads = ((0, 0), (0, 0), (padding, padding), (padding, padding))
+    xp = np.pad(x, pads)                                             # (N, C, H_p, W_p)
+    cols = np.empty((N, C, kh, kw, H_out, W_out))                    # (N, C, kh, kw, H_out, W_out)
+    for offset in range(kh * kw):  # kernel offsets only; each slice covers the whole batch
+        i, j = divmod(offset, kw)
+        cols[:, :, i, j] = xp[:, :, i : i + stride * H_out : stride, j : j + stride * W_out : stride]
+    return cols.reshape(N, C * kh * kw, H_out * W_out)               # (N, C*kh*kw, H_out*W_out)
+
+
+def col2im(
+    cols: np.ndarray, x_shape: tuple[int, int, int, int], kh: int, kw: int, stride: int = 1, padding: int = 0
+) -> np.ndarray:
+    """Adjoint of :func:`im2col`: scatter columns back to an image, summing overlapping windows.
+
+    Args:
+        cols: ``(N, C*kh*kw, H_out*W_out)`` array in :func:`im2col`'s layout.
+        x_shape: ``(N, C, H_in, W_in)`` of the image to rebuild.
+        kh, kw, stride, padding: as given to :func:`im2col`.
+
+    Returns:
+        ``(N, C, H_in, W_in)`` float64; the padding border is dropped.
+
+    Raises:
+        ValueError: ``x_shape`` not of length 4, ``cols`` shape inconsistent with it, or any
+        invalid size argument (as in :func:`im2col`).
+
+    Source: the transpose of the unfolding in Chellapilla et al. (2006); ``dx`` of a convolution.
+    """
+    if len(x_shape) != 4:
+        raise ValueError(f"x_shape must be (N, C, H_in, W_in), got {x_shape}")
+    _check_int("kh", kh, 1)
+    _check_int("kw", kw, 1)
+    N, C, H_in, W_in = (int(s) for s in x_shape)
+    H_out = conv_output_size(H_in, kh, stride, padding)
+    W_out = conv_output_size(W_in, kw, stride, padding)
+    cols = np.asarray(cols, dtype=np.float64)                        # (N, C*kh*kw, H_out*W_out)
+    if cols.shape != (N, C * kh * kw, H_out * W_out):
+        raise ValueError(f"cols must have shape {(N, C * kh * kw, H_out * W_out)}, got {cols.shape}")
+    cols6 = cols.reshape(N, C, kh, kw, H_out, W_out)                 # (N, C, kh, kw, H_out, W_out)
+    H_p, W_p = H_in + 2 * padding, W_in + 2 * padding
+    xp = np.zeros((N, C, H_p, W_p))                                  # (N, C, H_p, W_p)
+    for offset in range(kh * kw):
+        i, j = divmod(offset, kw)
+        xp[:, :, i : i + stride * H_out : stride, j : j + stride * W_out : stride] += cols6[:, :, i, j]
+    return xp[:, :, padding : padding + H_in, padding : padding + W_in]  # (N, C, H_in, W_in)
+
+
+def conv2d_forward(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, stride: int = 1, padding: int = 0
+) -> tuple[np.ndarray, dict]:
+    """Cross-correlation ``y[n, o] = sum_{c,i,j} w[o, c, i, j] * x_pad[n, c, s*oh + i, s*ow + j] + b[o]``.
+
+    Args:
+        x: ``(N, C, H_in, W_in)`` input (converted to float64; integer images are safe).
+        w: ``(C_out, C, kh, kw)`` filters.
+        b: optional ``(C_out,)`` bias.
+        stride, padding: as in ``torch.nn.functional.conv2d``.
+
+    Returns:
+        ``(y, cache)``: ``y`` ``(N, C_out, H_out, W_out)`` float64; ``cache`` for
+        :func:`conv2d_backward`.
+
+    Raises:
+        ValueError: ``x`` or ``w`` not 4-D, channel mismatch, ``b`` shape not ``(C_out,)``,
+        ``stride < 1``, ``padding < 0``, or a kernel larger than the padded input.
+
+    Source: torch.nn.functional.conv2d semantics, computed by im2col + one matmul.
+    """
+    x = _check_x(x)
+    w = np.asarray(w, dtype=np.float64)                              # (C_out, C, kh, kw)
+    if w.ndim != 4:
+        raise ValueError(f"w must be 4-D (C_out, C, kh, kw), got shape {w.shape}")
+    N, C, H_in, W_in = x.shape
+    C_out, C_w, kh, kw = w.shape
+    if C_w != C:
+        raise ValueError(f"w has {C_w} input channels but x has C = {C}")
+    if b is not None:
+        b = np.asarray(b, dtype=np.float64)                          # (C_out,)
+        if b.shape != (C_out,):
+            raise ValueError(f"b must have shape (C_out,) = ({C_out},), got {b.shape}")
+    _check_int("stride", stride, 1)
+    _check_int("padding", padding, 0)
+    H_out = conv_output_size(H_in, kh, stride, padding)
+    W_out = conv_output_size(W_in, kw, stride, padding)
+
+    cols = im2col(x, kh, kw, stride, padding)                        # (N, C*kh*kw, H_out*W_out)
+    w_mat = w.reshape(C_out, C * kh * kw)                            # (C_out, C*kh*kw)
+    y = w_mat @ cols                                                 # (N, C_out, H_out*W_out)
+    if b is not None:
+        y += b[None, :, None]                                        # (N, C_out, H_out*W_out)
+    y = y.reshape(N, C_out, H_out, W_out)                            # (N, C_out, H_out, W_out)
+    cache = {"cols": cols, "w": w, "x_shape": x.shape, "stride": stride, "padding": padding, "has_bias": b is not None}
+    return y, cache
+
+
+def conv2d_backward(dy: np.ndarray, cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Gradients of :func:`conv2d_forward`.
+
+    Args:
+        dy: ``(N, C_out, H_out, W_out)`` upstream gradient.
+        cache: the dict returned by the forward call.
+
+    Returns:
+        ``(dx (N, C, H_in, W_in), dw (C_out, C, kh, kw), db (C_out,) or None)`` in float64; ``db`` is
+        None when the forward had no bias.
+
+    Raises:
+        ValueError: ``dy`` shape differs from the forward output's, or ``cache`` is not a forward cache.
+
+    Source: the chain rule through ``y = w_mat @ cols``: ``dw_mat = sum_n dy_n @ cols_n^T``,
+    ``dcols = w_mat^T @ dy``, ``dx = col2im(dcols)``.
+    """
+    if not isinstance(cache, dict) or "cols" not in cache:
+        raise ValueError("cache must be the dict returned by conv2d_forward")
+    cols, w = cache["cols"], cache["w"]
+    stride, padding = cache["stride"], cache["padding"]
+    N, C, H_in, W_in = cache["x_shape"]
+    C_out, _, kh, kw = w.shape
+    H_out = conv_output_size(H_in, kh, stride, padding)
+    W_out = conv_output_size(W_in, kw, stride, padding)
+    dy = np.asarray(dy, dtype=np.float64)                            # (N, C_out, H_out, W_out)
+    if dy.shape != (N, C_out, H_out, W_out):
+        raise ValueError(f"dy must have the forward output's shape {(N, C_out, H_out, W_out)}, got {dy.shape}")
+
+    dy_mat = dy.reshape(N, C_out, H_out * W_out)                     # (N, C_out, H_out*W_out)
+    db = dy.sum(axis=(0, 2, 3)) if cache["has_bias"] else None       # (C_out,)
+    dw_mat = np.tensordot(dy_mat, cols, axes=([0, 2], [0, 2]))       # (C_out, C*kh*kw)
+    dw = dw_mat.reshape(C_out, C, kh, kw)                            # (C_out, C, kh, kw)
+    w_mat = w.reshape(C_out, C * kh * kw)                            # (C_out, C*kh*kw)
+    dcols = w_mat.transpose(1, 0) @ dy_mat                           # (N, C*kh*kw, H_out*W_out)
+    dx = col2im(dcols, (N, C, H_in, W_in), kh, kw, stride, padding)  # (N, C, H_in, W_in)
+    return dx, dw, db
+
+
+def conv2d_flops(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: int = 1, padding: int = 0) -> int:
+    """Floating-point operations of one forward convolution, bias excluded.
+
+    ``2 * N * C_out * H_out * W_out * C * kh * kw``: each output element is a dot product of length
+    ``C*kh*kw``, counted as one multiply and one add per term.
+
+    Raises:
+        ValueError: shapes not of length 4, channel mismatch, or invalid stride/padding/kernel.
+
+    Source: the usual multiply-add convention (2 FLOPs per MAC), e.g. the seed canon's item #16.
+    """
+    if len(x_shape) != 4:
+        raise ValueError(f"x_shape must be (N, C, H_in, W_in), got {x_shape}")
+    if len(w_shape) != 4:
+        raise ValueError(f"w_shape must be (C_out, C, kh, kw), got {w_shape}")
+    N, C, H_in, W_in = x_shape
+    C_out, C_w, kh, kw = w_shape
+    if C_w != C:
+        raise ValueError(f"w_shape has {C_w} input channels but x_shape has C = {C}")
+    H_out = conv_output_size(H_in, kh, stride, padding)
+    W_out = conv_output_size(W_in, kw, stride, padding)
+    return int(2 * N * C_out * H_out * W_out * C * kh * kw)
+
+
+def receptive_field(layers: Sequence[tuple[int, int]]) -> int:
+    """Receptive field of a stack of ``(kernel, stride)`` layers, in input pixels along one axis.
+
+    ``1 + sum_l (k_l - 1) * prod_{j<l} s_j``: layer ``l`` widens the field by ``k_l - 1`` steps of
+    its input grid, whose spacing is the product of the earlier strides. Padding does not matter.
+
+    Raises:
+        ValueError: an entry of ``layers`` is not a pair with kernel >= 1 and stride >= 1.
+
+    Source: Araujo, Norris & Sim (2019), "Computing receptive fields of convolutional neural
+    networks", eq. 2.
+    """
+    field, jump = 1, 1
+    for layer in layers:
+        if len(layer) != 2:
+            raise ValueError(f"layers must hold (kernel, stride) pairs, got {layer!r}")
+        k, s = layer
+        if k < 1 or s < 1:
+            raise ValueError(f"layers entries need kernel >= 1 and stride >= 1, got {layer!r}")
+        field += (k - 1) * jump
+        jump *= s
+    return field

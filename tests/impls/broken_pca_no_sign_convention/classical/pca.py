@@ -1,0 +1,96 @@
+"""Broken PCA (canon #7): the signs of the singular vectors are left as LAPACK returns them.
+
+A singular vector is defined only up to sign; without the convention (largest-magnitude entry
+positive) the components depend on the SVD routine. Caught by
+``test_sign_convention_largest_entry_positive`` and ``test_noisy_line_direction_and_sign``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _check_data(X: np.ndarray, name: str) -> np.ndarray:
+    """``X`` as finite float64 2-D array (ValueError naming ``name``)."""
+    X = np.asarray(X, dtype=np.float64)                              # (...,)  validated below
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {X.shape}")
+    if not np.isfinite(X).all():
+        raise ValueError(f"{name} contains NaN or inf")
+    return X
+
+
+class PCA:
+    """PCA with ``n_components`` kept directions, fitted by the SVD of the centred data.
+
+    Attributes after ``fit``: ``mean_ (d,)``, ``components_ (k, d)`` orthonormal rows with the
+    largest-magnitude entry of each row positive, ``explained_variance_ (k,)`` descending (ddof 1),
+    ``explained_variance_ratio_ (k,)`` (share of the total variance; zeros for constant data),
+    ``singular_values_ (k,)``. All float64.
+
+    Raises ValueError for ``n_components < 1`` (in ``__init__``), ``n_components > min(n, d)``,
+    fewer than 2 samples, non-finite data or a width mismatch; RuntimeError before ``fit``.
+    """
+
+    def __init__(self, n_components: int) -> None:
+        """Store ``n_components`` (an integer >= 1)."""
+        if isinstance(n_components, bool) or int(n_components) != n_components or n_components < 1:
+            raise ValueError(f"n_components must be an integer >= 1, got {n_components}")
+        self.n_components = int(n_components)
+
+    def fit(self, X: np.ndarray) -> PCA:
+        """Fit on ``X (n, d)`` with n >= 2; returns ``self``."""
+        X = _check_data(X, "X")
+        n, d = X.shape
+        if n < 2:
+            raise ValueError(f"X must have at least 2 rows (samples) for ddof = 1, got {n}")
+        k = self.n_components
+        if k > min(n, d):
+            raise ValueError(f"n_components must be <= min(n, d) = {min(n, d)}, got {k}")
+        mean = X.mean(axis=0)                                        # (d,)
+        Xc = X - mean                                                # (n, d)
+        U, S, Vt = np.linalg.svd(Xc, full_matrices=False)            # (n, r), (r,), (r, d)
+        pivot = np.argmax(np.abs(Vt), axis=1)                        # (r,)
+        rows = np.arange(Vt.shape[0])                                # (r,)
+        signs = np.where(Vt[rows, pivot] < 0, -1.0, 1.0)             # (r,)
+        Vt = Vt * 1.0                                                # (r, d)
+        variances = S**2 / (n - 1)                                   # (r,)
+        total = float(variances.sum())
+        self.mean_ = mean
+        self.components_ = Vt[:k]                                    # (k, d)
+        self.explained_variance_ = variances[:k]                     # (k,)
+        ratio = variances[:k] / total if total > 0 else np.zeros(k)  # (k,)
+        self.explained_variance_ratio_ = ratio
+        self.singular_values_ = S[:k]                                # (k,)
+        return self
+
+    def _check_fitted(self) -> None:
+        """RuntimeError unless ``fit`` has run."""
+        if not hasattr(self, "components_"):
+            raise RuntimeError("PCA used before fit")
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """Scores ``(X - mean_) @ components_.T``, float64 ``(n, k)``.
+
+        Raises RuntimeError before ``fit``; ValueError when ``X`` is not finite ``(n, d)``.
+        """
+        self._check_fitted()
+        X = _check_data(X, "X")
+        if X.shape[1] != self.mean_.shape[0]:
+            raise ValueError(f"X must have {self.mean_.shape[0]} columns, got {X.shape[1]}")
+        return (X - self.mean_) @ self.components_.T                 # (n, k)
+
+    def inverse_transform(self, Z: np.ndarray) -> np.ndarray:
+        """Reconstruction ``Z @ components_ + mean_``, float64 ``(n, d)``.
+
+        Raises RuntimeError before ``fit``; ValueError when ``Z`` is not finite ``(n, k)``.
+        """
+        self._check_fitted()
+        Z = _check_data(Z, "Z")
+        if Z.shape[1] != self.components_.shape[0]:
+            raise ValueError(f"Z must have {self.components_.shape[0]} columns, got {Z.shape[1]}")
+        return Z @ self.components_ + self.mean_                     # (n, d)
+
+    def fit_transform(self, X: np.ndarray) -> np.ndarray:
+        """``fit(X)`` then ``transform(X)``, float64 ``(n, k)``."""
+        return self.fit(X).transform(X)                              # (n, k)
