@@ -41,8 +41,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "src/mlbook/, mlbook/ or any canon-like folder here); --impl=canon_refs runs the references",
     )
     group.addoption(
-        "--timed", dest="canon_timed", action="store_true", default=False,
-        help="show elapsed time per item against its from-memory target (timer kept in .mlcanon/)",
+        "--timed", dest="canon_timed", nargs="?", const="report", default=None, choices=("report", "strict"),
+        metavar="strict",
+        help="show each item's elapsed time against its from-memory target, mark an attempt over time and record "
+        "it in .mlcanon/ (see mlcanon drill); --timed=strict also counts running over time against API fluency",
     )
     group.addoption(
         "--canon-report", dest="canon_report", action="append", default=[], metavar="FORMAT:PATH",
@@ -79,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     if _IMPL_KEY not in config.stash:
         return
+    from pytest_mlcanon import redirect
     from pytest_mlcanon.run import CanonRun
 
     items, chosen = config.stash[_IMPL_KEY]
@@ -97,6 +100,9 @@ def pytest_configure(config: pytest.Config) -> None:
             f"({' '.join(config.args)})"
         )
     run = CanonRun(config, items, chosen, resolved, reports=reports, timed=config.getoption("canon_timed"))
+    finder = redirect.active_finder()
+    if finder is not None:
+        finder.instrument = resolved.runtime_shapes
     run.prepare()
     config.args[:] = run.test_paths()
     config.pluginmanager.register(run, RUN_PLUGIN_NAME)

@@ -53,11 +53,37 @@ class _AliasLoader(importlib.abc.Loader):
             module.__loader__ = target_spec.loader if target_spec else None
 
 
-class CanonFinder(importlib.abc.MetaPathFinder):
-    """Resolve canon modules to ``impl_dir`` first, the installed reference second."""
+class _InstrumentingLoader(importlib.machinery.SourceFileLoader):
+    """Loads a learner file with its shape comments instrumented (see ``rubric.shape_instrument``).
 
-    def __init__(self, impl_dir: Path) -> None:
+    The code is compiled from source every time and never cached in ``__pycache__``, so an
+    instrumented module cannot leak into an ordinary import later.
+    """
+
+    def exec_module(self, module: ModuleType) -> None:
+        from pytest_mlcanon.rubric import shape_instrument, source
+
+        path = str(Path(self.path).resolve())
+        try:
+            parsed = source.load(Path(self.path))
+        except source.SourceError:
+            super().exec_module(module)  # let Python raise the real SyntaxError, with file and line
+            return
+        tree, runtime = shape_instrument.instrument(parsed, path)
+        module.__dict__[shape_instrument.RUNTIME_NAME] = runtime
+        exec(compile(tree, self.path, "exec", dont_inherit=True), module.__dict__)  # noqa: S102
+
+
+class CanonFinder(importlib.abc.MetaPathFinder):
+    """Resolve canon modules to ``impl_dir`` first, the installed reference second.
+
+    With ``instrument`` on, the learner's files are loaded with their shape comments checked at
+    run time; the references loaded as fallbacks are not (they are not the learner's work).
+    """
+
+    def __init__(self, impl_dir: Path, instrument: bool = False) -> None:
         self.impl_dir = impl_dir.resolve()
+        self.instrument = instrument
 
     def learner_file(self, module: str) -> Path | None:
         """The learner's file for ``<area>/<module>``, or None when it falls back to the reference."""
@@ -74,7 +100,8 @@ class CanonFinder(importlib.abc.MetaPathFinder):
             learner = self.learner_file("/".join(parts[1:]))
             if learner is None:
                 return None
-            return importlib.util.spec_from_file_location(fullname, learner)
+            loader = _InstrumentingLoader(fullname, str(learner)) if self.instrument else None
+            return importlib.util.spec_from_file_location(fullname, learner, loader=loader)
         if parts[0] == ALIAS_PACKAGE and len(parts) <= 3:
             is_package = len(parts) < 3
             target_name = None if is_package else ".".join([REF_PACKAGE, *parts[1:]])
@@ -92,6 +119,11 @@ def install(impl_dir: Path) -> CanonFinder:
     finder = CanonFinder(impl_dir)
     sys.meta_path.insert(0, finder)
     return finder
+
+
+def active_finder() -> CanonFinder | None:
+    """The installed finder, if any."""
+    return next((f for f in sys.meta_path if isinstance(f, CanonFinder)), None)
 
 
 def uninstall() -> None:

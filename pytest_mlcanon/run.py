@@ -18,15 +18,14 @@ from typing import Any
 
 import pytest
 
-from pytest_mlcanon import catalog, redirect, rubric
+from pytest_mlcanon import catalog, redirect, rubric, stubs
 from pytest_mlcanon.impl import Impl
 from pytest_mlcanon.reports import Report, write
 from pytest_mlcanon.reports import terminal as terminal_report
-from pytest_mlcanon.rubric import shape_runtime
+from pytest_mlcanon.rubric import shape_instrument, shape_runtime
 from pytest_mlcanon.rubric.model import AXES, Finding, ItemScore, Outcome
-from pytest_mlcanon.rubric.shape_runtime import ShapeTracer
 from pytest_mlcanon.settings import Settings
-from pytest_mlcanon.timer import TimerState, stall_finding
+from pytest_mlcanon.timer import TimedRun
 
 TEST_PACKAGE = "canon_tests"
 ITEM_PROPERTY = "canon_item"
@@ -51,14 +50,13 @@ class ItemState:
     error: str = ""
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     shape_results: list[list[list[Any]]] = field(default_factory=list)
-    tracer_note: str = ""
 
 
 class CanonRun:
     """State of one canon run, shared by the hooks."""
 
     def __init__(self, config: pytest.Config, items: tuple[catalog.Item, ...], impl: Impl, settings: Settings, *,
-                 reports: list[tuple[str, Path]] | None = None, timed: bool = False) -> None:
+                 reports: list[tuple[str, Path]] | None = None, timed: str | None = None) -> None:
         self.config = config
         self.impl = impl
         self.settings = settings
@@ -80,6 +78,11 @@ class CanonRun:
                 state.status = "not attempted"
                 listed = ", ".join(f"{m}.py" for m in missing)
                 state.error = f"no {listed} under {self.impl.path}"
+                continue
+            state.error = stubs.unimplemented_note(state.files, [_show(str(p), self.impl.path) for p in state.files],
+                                                   item.slug)
+            if state.error:
+                state.status = "not implemented yet"
                 continue
             if not all((available / name).is_file() for name in item.test_files):
                 state.status = "no tests"
@@ -150,22 +153,22 @@ class CanonRun:
     # -- running ----------------------------------------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        """Trace the item's own files while its test body runs, to verify shape comments (SHP002)."""
+        """Collect the shape checks of the item's own files made while its test body runs (SHP002)."""
         owner = self.owner(item)
         state = self.states.get(owner.number) if owner else None
         if state is None or not self.settings.runtime_shapes or not state.files:
             yield
             return
-        tracer = ShapeTracer(state.files)
-        started = tracer.start()
+        shape_instrument.RECORDER.clear()
         try:
             yield
         finally:
-            tracer.stop()
-        if started:
-            item.user_properties.append((SHAPES_PROPERTY, tracer.export()))
-        elif tracer.statements:
-            item.user_properties.append((SHAPES_PROPERTY, None))
+            mine = {str(p.resolve()) for p in state.files}
+            results = [[path, line, status, detail]
+                       for (path, line), (status, detail) in sorted(shape_instrument.RECORDER.items())
+                       if path in mine]
+            shape_instrument.RECORDER.clear()
+            item.user_properties.append((SHAPES_PROPERTY, results))
 
     # -- outcomes (hooks of this registered plugin object, so they also run on an xdist controller) --
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -203,10 +206,8 @@ class CanonRun:
         )
 
     @staticmethod
-    def _record_shapes(state: ItemState, exported: list[list[Any]] | None) -> None:
-        if exported is None:
-            state.tracer_note = "runtime shape check skipped: another tracer (coverage, a debugger) was active"
-        elif exported:
+    def _record_shapes(state: ItemState, exported: list[list[Any]]) -> None:
+        if exported:
             state.shape_results.append(exported)
 
     def record_collect_error(self, report: pytest.CollectReport) -> None:
@@ -224,12 +225,12 @@ class CanonRun:
     # -- after the tests -------------------------------------------------------------------------------
     def finish(self) -> int:
         """Score every item, write the reports, and return how many extra failures the run gets."""
-        timer = TimerState(self.config.invocation_params.dir) if self.timed else None
-        if timer is not None and timer.warning:
-            self.messages.append(timer.warning)
+        timer = (TimedRun(self.config.invocation_params.dir, self.timed, self.settings.first_attempt_factor)
+                 if self.timed else None)
         scores = [self._score_safely(state, timer) for state in self.states.values()]
         if timer is not None:
-            timer.save()
+            outcomes = {s.item.slug: list(s.outcomes.values()) for s in self.states.values()}
+            self.messages += timer.record(scores, outcomes)
         self.report = Report(self.impl.describe(), scores, self.settings.min_score)
         self._add_junit_properties(scores)
         for fmt, path in self.report_targets:
@@ -240,7 +241,7 @@ class CanonRun:
             failures += sum(1 for s in scores if any(f.code in {"SHP001", "SHP003"} for f in s.findings))
         return failures
 
-    def _score_safely(self, state: ItemState, timer: TimerState | None) -> ItemScore:
+    def _score_safely(self, state: ItemState, timer: TimedRun | None) -> ItemScore:
         """Score one item; a failure inside the rubric becomes that item's verdict, never a crash."""
         try:
             return self._score(state, timer)
@@ -249,7 +250,7 @@ class CanonRun:
             return ItemScore(item.number, item.slug, item.title, "error",
                              error=f"the rubric could not score this item: {type(exc).__name__}: {exc}")
 
-    def _score(self, state: ItemState, timer: TimerState | None) -> ItemScore:
+    def _score(self, state: ItemState, timer: TimedRun | None) -> ItemScore:
         item = state.item
         root = self.config.invocation_params.dir
         score = ItemScore(item.number, item.slug, item.title, state.status,
@@ -259,19 +260,14 @@ class CanonRun:
         outcomes = list(state.outcomes.values())
         score.status = "scored"
         score.tests = {k: sum(1 for o in outcomes if o.outcome == k) for k in ("passed", "failed", "error", "skipped")}
-        timing_findings = []
+        timing_findings: list[Finding] = []
         if timer is not None:
-            timing = timer.timing(item, list(state.files), self.settings.first_attempt_factor)
-            score.timing = timing.as_dict()
-            if timing.over:
-                timing_findings.append(stall_finding(item, timing, score.files[0] if score.files else item.slug))
+            score.timing, timing_findings = timer.assess(item, state.files, score.files[0] if score.files else item.slug)
         ref_files = [redirect.reference_dir() / f for f in item.module_files]
         runtime, notes = self._runtime_shapes(state, root)
         evidence = rubric.Evidence(item, list(state.files), ref_files, outcomes, root, timing_findings=timing_findings,
                                    runtime_shape_findings=runtime, runtime_shape_notes=notes)
         score.axes = rubric.score_item(evidence, self.settings)
-        if timer is not None and score.axes["correctness"].passed and score.timing:
-            timer.record_pass(item, score.timing["elapsed_min"])
         return score
 
     def _runtime_shapes(self, state: ItemState, root: Path) -> tuple[list[Finding], list[str]]:
@@ -291,8 +287,6 @@ class CanonRun:
         share = counts[shape_runtime.CONFIRMED] / total if total else 1.0
         notes = [f"runtime: {counts['confirmed']} confirmed, {counts['contradicted']} contradicted, "
                  f"{counts['never executed']} never executed of {total} shape comments ({share:.0%} confirmed)"]
-        if state.tracer_note:
-            notes.append(state.tracer_note)
         return findings, notes
 
     def _add_junit_properties(self, scores: list[ItemScore]) -> None:

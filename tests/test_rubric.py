@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from pytest_mlcanon import catalog, rubric
-from pytest_mlcanon.rubric import shape_grammar, shape_runtime
+from pytest_mlcanon.rubric import shape_grammar, shape_instrument, shape_runtime
 from pytest_mlcanon.rubric.model import Outcome, verdict_for
+from pytest_mlcanon.rubric.source import load
 from pytest_mlcanon.settings import Settings
 
 
@@ -204,24 +205,68 @@ def never():
 '''
 
 
-def test_tracer_confirms_contradicts_and_reports_bindings(tmp_path: Path) -> None:
+def _run_instrumented(path: Path, calls) -> dict[int, shape_runtime.CommentVerdict]:  # type: ignore[no-untyped-def]
+    source = load(path)
+    tree, runtime = shape_instrument.instrument(source, str(path.resolve()))
+    namespace: dict[str, object] = {shape_instrument.RUNTIME_NAME: runtime}
+    exec(compile(tree, str(path), "exec"), namespace)
+    shape_instrument.RECORDER.clear()
+    calls(namespace)
+    exported = [[p, line, status, detail] for (p, line), (status, detail) in shape_instrument.RECORDER.items()]
+    shape_instrument.RECORDER.clear()
+    return {v.line: v for v in shape_runtime.merge([path], [exported], {})}
+
+
+def test_instrumented_comments_are_confirmed_contradicted_or_never_executed(tmp_path: Path) -> None:
     path = tmp_path / "traced_module.py"
     path.write_text(TRACED)
-    namespace: dict[str, object] = {}
-    exec(compile(path.read_text(), str(path), "exec"), namespace)
-    tracer = shape_runtime.ShapeTracer([path])
-    assert tracer.start()
-    try:
-        namespace["split"](np.zeros((2, 5, 8)), 2)  # type: ignore[operator]
-        namespace["grow"](np.zeros((2, 3)), 3)  # type: ignore[operator]
+
+    def calls(ns) -> None:  # type: ignore[no-untyped-def]
+        ns["split"](np.zeros((2, 5, 8)), 2)
+        ns["grow"](np.zeros((2, 3)), 3)
         with pytest.raises(ValueError):
-            namespace["validate"](np.zeros((2, 3)))  # type: ignore[operator]
-    finally:
-        tracer.stop()
-    verdicts = {v.line: v for v in shape_runtime.merge([path], [tracer.export()], {})}
+            ns["validate"](np.zeros((2, 3)))
+
+    verdicts = _run_instrumented(path, calls)
     status = {line: v.status for line, v in verdicts.items()}
     assert status == {7: "confirmed", 8: "contradicted", 10: "confirmed", 11: "confirmed", 16: "confirmed",
                       17: "confirmed", 21: "never executed", 26: "never executed"}
     assert verdicts[8].detail.startswith("line 8 says (B, T, H, d_h) but the value is (2, 2, 5, 4)")
     assert verdicts[8].detail.endswith("bound: B=2, T=5, H=2, d_h=4")
-    assert verdicts[11].status == "confirmed"  # (B, H, T, d_h) holds for the returned value
+
+
+def test_instrumentation_keeps_line_numbers_and_semantics(tmp_path: Path) -> None:
+    path = tmp_path / "lines.py"
+    path.write_text('''"""Doc."""
+from __future__ import annotations
+
+import numpy as np
+
+def f(x):
+    """Doc."""
+    y = x * 2                       # (N,)
+    if y.sum() > 100:
+        raise RuntimeError("big")
+    return y                        # (N,)
+
+class Box:
+    """A class whose method is instrumented and whose body is not."""
+    size = np.zeros(2)              # (2,)
+
+    def area(self):
+        """Doc."""
+        a = self.size.prod()        # ()
+        return a
+''')
+
+    def calls(ns) -> None:  # type: ignore[no-untyped-def]
+        assert list(ns["f"](np.ones(3))) == [2.0, 2.0, 2.0]
+        with pytest.raises(RuntimeError) as info:
+            ns["f"](np.ones(100))
+        assert info.traceback[-1].lineno + 1 == 10  # the raise is still reported on line 10
+        assert ns["Box"]().area() == 0.0
+        assert not [k for k in vars(ns["Box"]) if "mlcanon" in k]
+
+    verdicts = _run_instrumented(path, calls)
+    assert {line: v.status for line, v in verdicts.items()} == {
+        8: "confirmed", 11: "confirmed", 15: "never executed", 19: "confirmed"}

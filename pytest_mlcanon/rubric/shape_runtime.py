@@ -1,25 +1,18 @@
-"""Run-time verification of shape comments (``SHP002``).
+"""Run-time verification of shape comments (``SHP002``): what a comment says, how a value is
+matched against it, and how the results of several tests merge into one verdict per comment.
 
-While an item's tests run, a line tracer is active for the item's own files only (never site-packages,
-never the tests). After each statement that carries a shape comment, it reads the shapes of the
-values the statement bound and checks them against the comment. Symbolic dims are bound per call,
-as jaxtyping binds them per decorated call: ``B`` keeps one value within a call, numbers must match,
-expressions (``C*kh*kw``, ``T_q + 1``) are evaluated, and ``list[N]`` checks a length. When a line
-runs again in the same call (a loop), every name first bound at that line or later is unbound first
-(canon-spec C4).
-
-Each comment ends up confirmed, contradicted, or never executed; the verdicts of several tests are
-merged with ``merge``.
+Symbolic dims are bound per call, as jaxtyping binds them per decorated call: ``B`` keeps one value
+within a call, numbers must match, expressions (``C*kh*kw``, ``T_q + 1``) are evaluated, and
+``list[N]`` checks a length. Each comment ends up confirmed, contradicted, or never executed.
+The checks are made by the instrumented code of ``shape_instrument``.
 """
 
 from __future__ import annotations
 
 import ast
-import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from pytest_mlcanon.rubric import shape_grammar
@@ -215,19 +208,6 @@ def describe(value: Any) -> str:
 
 
 @dataclass
-class _CallState:
-    """Bindings of one function call, in the order they were made, and the line being checked."""
-
-    bindings: dict[str, int] = field(default_factory=dict)
-    bound_at: dict[str, int] = field(default_factory=dict)  # name -> sequence number of its binding
-    line_first_seq: dict[int, int] = field(default_factory=dict)
-    seq: int = 0
-    pending: Annotated | None = None
-    raised: bool = False
-    contradictions: dict[int, str] = field(default_factory=dict)
-
-
-@dataclass
 class CommentVerdict:
     """What happened to one shape comment during the traced tests."""
 
@@ -236,157 +216,6 @@ class CommentVerdict:
     comment: str
     status: str = "never executed"
     detail: str = ""
-
-
-class ShapeTracer:
-    """A ``sys.settrace`` tracer for the given files; ``start``/``stop`` around one test call."""
-
-    def __init__(self, files: Iterable[Path]) -> None:
-        self.statements: dict[str, dict[int, Annotated]] = {}
-        for path in files:
-            try:
-                source = load(path)
-            except ValueError:
-                continue
-            table = annotated_statements(source)
-            if table:
-                self.statements[str(path.resolve())] = table
-        self._codes: dict[Any, dict[int, Annotated] | None] = {}
-        self.results: dict[tuple[str, int], tuple[str, str]] = {}
-        self._previous: Any = None
-        self.active = False
-
-    def start(self) -> bool:
-        """Install the tracer; False (and nothing installed) when another tracer already runs."""
-        if not self.statements or sys.gettrace() is not None:
-            return False
-        self._previous = sys.gettrace()
-        sys.settrace(self._global)
-        self.active = True
-        return True
-
-    def stop(self) -> None:
-        if self.active:
-            sys.settrace(self._previous)
-            self.active = False
-
-    def _table_for(self, frame: FrameType) -> dict[int, Annotated] | None:
-        """The annotated statements of the frame's code object; None (no line tracing at all) when
-        its file is not traced or the code object holds no annotated line."""
-        code = frame.f_code
-        if code not in self._codes:
-            table = self.statements.get(_resolved(code.co_filename))
-            if table is not None:
-                lines = {line for _, _, line in code.co_lines() if line is not None}
-                table = {k: v for k, v in table.items() if k in lines} or None
-            self._codes[code] = table
-        return self._codes[code]
-
-    def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event != "call":
-            return None
-        table = self._table_for(frame)
-        if table is None:
-            return None
-        state = _CallState()
-        path = _resolved(frame.f_code.co_filename)
-
-        def local(frame: FrameType, event: str, arg: Any) -> Any:
-            if event == "exception":
-                state.raised = True
-            elif event == "line":
-                state.raised = False
-                if state.pending is not None and not (state.pending.line <= frame.f_lineno <= state.pending.end_line):
-                    done, state.pending = state.pending, None
-                    if done.targets != (None,):
-                        self._check(path, done, [_read(frame, t) for t in done.targets], state)
-                entered = table.get(frame.f_lineno)
-                if entered is not None and state.pending is not entered:
-                    self._enter_line(entered.line, state)
-                    state.pending = entered
-            elif event == "return":
-                stmt, state.pending = state.pending, None
-                if state.raised:
-                    return local  # the call raised (a validation error): its shapes state nothing
-                if stmt is not None:
-                    if stmt.targets == (None,):
-                        self._check(path, stmt, [arg], state)
-                    else:
-                        self._check(path, stmt, [_read(frame, t) for t in stmt.targets], state)
-                for line, detail in state.contradictions.items():
-                    self.results[(path, line)] = (CONTRADICTED, detail)
-            return local
-
-        return local
-
-    @staticmethod
-    def _enter_line(line: int, state: _CallState) -> None:
-        """Loop rule: re-running a line unbinds every name first bound at it or later."""
-        first = state.line_first_seq.get(line)
-        if first is None:
-            state.line_first_seq[line] = state.seq
-            return
-        for name, seq in list(state.bound_at.items()):
-            if seq >= first:
-                del state.bound_at[name]
-                del state.bindings[name]
-
-    def _check(self, path: str, stmt: Annotated, values: list[Any], state: _CallState) -> None:
-        if any(v is _MISSING for v in values):
-            return
-        key = (path, stmt.line)
-        try:
-            added = match_comment(stmt.comment, values, state.bindings)
-        except Mismatch as exc:
-            actual = ", ".join(describe(v) for v in values)
-            bound = ", ".join(f"{k}={v}" for k, v in state.bindings.items()) or "nothing yet"
-            detail = f"line {stmt.line} says {stmt.comment} but the value is {actual} ({exc}); bound: {bound}"
-            state.contradictions.setdefault(stmt.line, detail)  # kept only if the call returns normally
-            return
-        if added is None:
-            return
-        for name, size in added.items():
-            state.bindings[name] = size
-            state.bound_at[name] = state.seq
-            state.seq += 1
-        self.results.setdefault(key, (CONFIRMED, ""))
-
-    def export(self) -> list[list[Any]]:
-        """JSON-friendly results for report ``user_properties`` (they cross xdist's wire)."""
-        return [[path, line, status, detail] for (path, line), (status, detail) in sorted(self.results.items())]
-
-
-_MISSING = object()
-
-
-_COMPILED: dict[str, Any] = {}
-
-
-def _read(frame: FrameType, target: str | None) -> Any:
-    """The value a statement bound to ``target``, read from the frame after the statement ran."""
-    if not target:
-        return _MISSING
-    if target.isidentifier():
-        return frame.f_locals.get(target, _MISSING)
-    code = _COMPILED.get(target)
-    if code is None:
-        code = _COMPILED[target] = compile(target, "<shape comment target>", "eval")
-    try:
-        return eval(code, frame.f_globals, dict(frame.f_locals))  # noqa: S307 - call-free target expression
-    except Exception:
-        return _MISSING
-
-
-_RESOLVED: dict[str, str] = {}
-
-
-def _resolved(filename: str) -> str:
-    if filename not in _RESOLVED:
-        try:
-            _RESOLVED[filename] = str(Path(filename).resolve())
-        except OSError:
-            _RESOLVED[filename] = filename
-    return _RESOLVED[filename]
 
 
 def merge(files: Iterable[Path], exported: Iterable[list[list[Any]]], display: dict[str, str]) -> list[CommentVerdict]:

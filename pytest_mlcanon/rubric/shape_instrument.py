@@ -1,0 +1,246 @@
+"""Run-time shape checks by instrumenting only the annotated lines (an import-hook AST rewrite, as
+jaxtyping does), instead of tracing every line: the overhead is one call per annotated statement.
+
+The redirect's loader compiles a learner (or reference) file through ``instrument``:
+
+* every function (and the module and class bodies) that holds annotated statements opens a
+  ``Scope``, which binds symbolic dims for that call;
+* after ``x = ...  # (B, T, d)`` it inserts ``__mlcanon_scope.check(LINE, (x,))``;
+* ``return y  # (B,)`` becomes ``return __mlcanon_scope.ret(LINE, y)``;
+* falling off the end of a function commits the call.
+
+A contradiction is provisional until its call returns normally: a call that raises (a validation
+error on bad input) proves nothing about shapes. Results go to the module-level ``RECORDER``, which
+the plugin clears before each test and reads after it. Line numbers are preserved, so tracebacks
+and coverage still point at the learner's lines. Nothing is written to ``__pycache__``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_mlcanon.rubric.shape_runtime import (
+    CONFIRMED,
+    CONTRADICTED,
+    Annotated,
+    Mismatch,
+    annotated_statements,
+    describe,
+    match_comment,
+)
+from pytest_mlcanon.rubric.source import Source
+
+RUNTIME_NAME = "__mlcanon__"
+SCOPE_NAME = "__mlcanon_scope"
+MISSING = object()
+
+#: (resolved path, line) -> (status, detail) for the current test.
+RECORDER: dict[tuple[str, int], tuple[str, str]] = {}
+
+
+@dataclass
+class Scope:
+    """Dim bindings of one call, with the loop rule of canon-spec C4."""
+
+    path: str
+    table: dict[int, Annotated]
+    bindings: dict[str, int] = field(default_factory=dict)
+    bound_at: dict[str, int] = field(default_factory=dict)
+    line_first_seq: dict[int, int] = field(default_factory=dict)
+    seq: int = 0
+    contradictions: dict[int, str] = field(default_factory=dict)
+
+    def check(self, line: int, values: tuple[Any, ...]) -> None:
+        """Check the values bound at ``line`` against its comment (never raises)."""
+        try:
+            self._check(line, values)
+        except Exception:  # noqa: BLE001 - the checker must never break the learner's code
+            pass
+
+    def ret(self, line: int, value: Any) -> Any:
+        """Check a returned value, commit the call, and hand the value back."""
+        self.check(line, (value,))
+        self.commit()
+        return value
+
+    def commit(self) -> None:
+        """The call returned normally: its contradictions stand."""
+        for line, detail in self.contradictions.items():
+            RECORDER[(self.path, line)] = (CONTRADICTED, detail)
+        self.contradictions.clear()
+
+    def _check(self, line: int, values: tuple[Any, ...]) -> None:
+        stmt = self.table[line]
+        self._enter_line(line)
+        if any(v is MISSING for v in values):
+            return
+        try:
+            added = match_comment(stmt.comment, list(values), self.bindings)
+        except Mismatch as exc:
+            actual = ", ".join(describe(v) for v in values)
+            bound = ", ".join(f"{k}={v}" for k, v in self.bindings.items()) or "nothing yet"
+            self.contradictions.setdefault(
+                line, f"line {line} says {stmt.comment} but the value is {actual} ({exc}); bound: {bound}")
+            return
+        if added is None:
+            return
+        for name, size in added.items():
+            self.bindings[name] = size
+            self.bound_at[name] = self.seq
+            self.seq += 1
+        RECORDER.setdefault((self.path, line), (CONFIRMED, ""))
+
+    def _enter_line(self, line: int) -> None:
+        first = self.line_first_seq.get(line)
+        if first is None:
+            self.line_first_seq[line] = self.seq
+            return
+        for name, seq in list(self.bound_at.items()):
+            if seq >= first:
+                del self.bound_at[name]
+                del self.bindings[name]
+
+
+class Runtime:
+    """What an instrumented module sees as ``__mlcanon__``."""
+
+    def __init__(self, path: str, table: dict[int, Annotated]) -> None:
+        self.path = path
+        self.table = table
+
+    def enter(self) -> Scope:
+        return Scope(self.path, self.table)
+
+
+def instrument(source: Source, path: str) -> tuple[ast.Module, Runtime | None]:
+    """The instrumented module AST and its runtime; ``(tree, None)`` when nothing is annotated."""
+    table = annotated_statements(source)
+    tree = ast.parse(source.text, filename=path)
+    if not table:
+        return tree, None
+    _Rewriter(table).visit(tree)
+    ast.fix_missing_locations(tree)
+    return tree, Runtime(path, table)
+
+
+def _name(id_: str) -> ast.Name:
+    return ast.Name(id=id_, ctx=ast.Load())
+
+
+def _call(method: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(func=ast.Attribute(value=_name(SCOPE_NAME), attr=method, ctx=ast.Load()), args=list(args),
+                    keywords=[])
+
+
+class _Rewriter(ast.NodeTransformer):
+    """Opens a scope in each module or function body that owns annotated statements, and instruments
+    those statements. Class bodies are left alone (a scope there would become a class attribute)."""
+
+    def __init__(self, table: dict[int, Annotated]) -> None:
+        self.table = table
+        self.scoped: list[bool] = []
+
+    def _owns_annotations(self, node: ast.AST) -> bool:
+        return any(isinstance(child, ast.stmt) and child.lineno in self.table and _scope_of(node, child)
+                   for child in ast.walk(node) if child is not node)
+
+    def _open_scope(self, node: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        body = node.body
+        start = 0
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(
+                body[0].value.value, str):
+            start = 1
+        while start < len(body) and _is_future_import(body[start]):
+            start += 1
+        anchor = body[min(start, len(body) - 1)]
+        enter = ast.Assign(targets=[ast.Name(id=SCOPE_NAME, ctx=ast.Store())],
+                           value=ast.Call(func=ast.Attribute(value=_name(RUNTIME_NAME), attr="enter", ctx=ast.Load()),
+                                          args=[], keywords=[]))
+        ast.copy_location(enter, anchor)
+        body.insert(start, enter)
+        commit = ast.Expr(value=_call("commit"))
+        ast.copy_location(commit, body[-1])
+        body.append(commit)
+
+    def _visit_owner(self, node: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        owns = self._owns_annotations(node)
+        self.scoped.append(owns)
+        self.generic_visit(node)
+        self.scoped.pop()
+        if owns:
+            self._open_scope(node)
+        return node
+
+    def visit_Module(self, node: ast.Module) -> ast.AST:
+        return self._visit_owner(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        return self._visit_owner(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
+        return self._visit_owner(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        self.scoped.append(False)
+        self.generic_visit(node)
+        self.scoped.pop()
+        return node
+
+    def _instrumented(self, node: ast.stmt) -> Annotated | None:
+        return self.table.get(node.lineno) if self.scoped and self.scoped[-1] else None
+
+    def visit_Return(self, node: ast.Return) -> ast.AST:
+        stmt = self._instrumented(node)
+        if stmt is None or node.value is None:
+            return node
+        node.value = _call("ret", ast.Constant(stmt.line), node.value)
+        return node
+
+    def _after(self, node: ast.stmt) -> ast.AST | list[ast.stmt]:
+        self.generic_visit(node)
+        stmt = self._instrumented(node)
+        if stmt is None:
+            return node
+        values = ast.Tuple(elts=[_read_expr(t) for t in stmt.targets], ctx=ast.Load())
+        check = ast.Expr(value=_call("check", ast.Constant(stmt.line), values))
+        ast.copy_location(check, node)
+        return [node, check]
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST | list[ast.stmt]:
+        return self._after(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST | list[ast.stmt]:
+        return self._after(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST | list[ast.stmt]:
+        return self._after(node)
+
+
+def _is_future_import(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"
+
+
+def _scope_of(owner: ast.AST, stmt: ast.stmt) -> bool:
+    """True when ``stmt`` belongs to ``owner``'s own body, not to a nested def or class."""
+    stack = list(ast.iter_child_nodes(owner))
+    while stack:
+        node = stack.pop()
+        if node is stmt:
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _read_expr(target: str | None) -> ast.expr:
+    """The expression that reads a target back after the statement, or the MISSING sentinel."""
+    if not target:
+        return ast.Attribute(value=_name(RUNTIME_NAME), attr="missing", ctx=ast.Load())
+    expr = ast.parse(target, mode="eval").body
+    return expr
+
+
+Runtime.missing = MISSING  # type: ignore[attr-defined]
