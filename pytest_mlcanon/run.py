@@ -30,6 +30,7 @@ from pytest_mlcanon.timer import TimedRun
 TEST_PACKAGE = "canon_tests"
 ITEM_PROPERTY = "canon_item"
 SHAPES_PROPERTY = "canon_shapes"
+NONFINITE_PROPERTY = "canon_first_nonfinite"
 
 
 def tests_dir() -> Path:
@@ -159,7 +160,7 @@ class CanonRun:
         if state is None or not self.settings.runtime_shapes or not state.files:
             yield
             return
-        shape_instrument.RECORDER.clear()
+        shape_instrument.reset()
         try:
             yield
         finally:
@@ -167,8 +168,11 @@ class CanonRun:
             results = [[path, line, status, detail]
                        for (path, line), (status, detail) in sorted(shape_instrument.RECORDER.items())
                        if path in mine]
-            shape_instrument.RECORDER.clear()
+            nonfinite = [list(first) for first in shape_instrument.FIRST_NONFINITE]  # any learner file
+            shape_instrument.reset()
             item.user_properties.append((SHAPES_PROPERTY, results))
+            if nonfinite:
+                item.user_properties.append((NONFINITE_PROPERTY, nonfinite[0]))
 
     # -- outcomes (hooks of this registered plugin object, so they also run on an xdist controller) --
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -202,8 +206,16 @@ class CanonRun:
             edge="edge_case" in keywords,
             message=_short_message(report),
             where=_failure_location(report, state.files, self.config.invocation_params.dir),
+            nonfinite=self._nonfinite_at(properties.get(NONFINITE_PROPERTY)) or (
+                previous.nonfinite if previous else None),
             duration=(previous.duration if previous else 0.0) + float(getattr(report, "duration", 0.0)),
         )
+
+    def _nonfinite_at(self, first: list[Any] | None) -> tuple[str, int, str] | None:
+        if not first:
+            return None
+        path, line, text = first
+        return _show(path, self.config.invocation_params.dir), int(line), str(text)
 
     @staticmethod
     def _record_shapes(state: ItemState, exported: list[list[Any]]) -> None:

@@ -1,41 +1,39 @@
-"""The drill timer behind ``--timed``, kept in ``.mlcanon/timer.json`` of the learner's repo.
+"""The drill timer behind ``--timed``: elapsed time against the target, "over time", and the record.
 
-An item's clock starts when its learner file was created, as far as the file system can tell
-(its birth time where the OS records one, else its modification time when mlcanon first sees it),
-or at the last ``mlcanon reset``/``mlcanon drill`` of the item, whichever is later. A first
-attempt may take ``first_attempt_factor`` (default 2) times the item's from-memory minutes; after a
-passing attempt has been recorded, the plain target applies.
+``--timed`` (or ``--timed=report``) shows, per item, the minutes since the attempt's clock started
+against its allowance: the from-memory target, times ``first_attempt_factor`` (default 2) until the
+item has passed once. A check past the allowance marks the attempt *over time*. ``--timed=strict``
+also counts that stall against API fluency (``API006``), as the seed's rubric reads ("no stalling").
 
-The state file is written atomically; a corrupt one is backed up beside itself and reported, never
-silently dropped.
+The clock is the one ``mlcanon drill`` starts, kept in ``.mlcanon/progress.json`` of the directory
+pytest runs from (see :mod:`pytest_mlcanon.progress`). An item that was never drilled is timed
+from its file's creation (birth time where the OS records one, else modification time), the first
+time a timed run sees it. After scoring, every scored item's check is recorded in the progress
+file, and a check with any miss adds or updates that attempt's line in ``.mlcanon/misslog.md``.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mlcanon.catalog import Item
-from pytest_mlcanon.reports.model import atomic_write
-from pytest_mlcanon.rubric.model import Finding
-
-STATE_DIR = ".mlcanon"
-STATE_FILE = "timer.json"
+from pytest_mlcanon import catalog, misslog, progress
+from pytest_mlcanon.rubric.model import AXES, Finding, ItemScore, Outcome
+from pytest_mlcanon.state import StateError
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Elapsed and allowed minutes for one item."""
+    """Elapsed and allowed minutes of one attempt at one item."""
 
     elapsed_min: float
     allowed_min: float
     target_min: int
     attempt: str
     started_from: str
+    attempt_number: int = 1
 
     @property
     def over(self) -> bool:
@@ -43,75 +41,141 @@ class Timing:
 
     def as_dict(self) -> dict[str, Any]:
         return {"elapsed_min": round(self.elapsed_min, 2), "allowed_min": self.allowed_min,
-                "target_min": self.target_min, "attempt": self.attempt, "started_from": self.started_from}
+                "target_min": self.target_min, "attempt": self.attempt, "started_from": self.started_from,
+                "attempt_number": self.attempt_number, "over_time": self.over}
 
 
-class TimerState:
-    """The timer file of one repo: per item slug, ``start`` (epoch s), ``source``, ``passes``, ``best_s``."""
-
-    def __init__(self, root: Path) -> None:
-        self.path = root / STATE_DIR / STATE_FILE
-        self.warning = ""
-        self.data: dict[str, dict[str, Any]] = self._read()
-
-    def _read(self) -> dict[str, dict[str, Any]]:
-        if not self.path.exists():
-            return {}
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            if not isinstance(data, dict):
-                raise ValueError("top level is not an object")
-            return data
-        except (OSError, ValueError) as exc:
-            backup = self.path.with_name(f"{STATE_FILE}.corrupt-{int(time.time())}")
-            os.replace(self.path, backup)
-            self.warning = f"{self.path} was unreadable ({exc}); moved to {backup.name} and started afresh"
-            return {}
-
-    def save(self) -> None:
-        atomic_write(self.path, json.dumps(self.data, indent=2, sort_keys=True) + "\n")
-
-    def reset(self, item: Item, now: float | None = None) -> None:
-        """Restart an item's clock (``mlcanon reset``/``drill``)."""
-        entry = self.data.setdefault(item.slug, {})
-        entry.update(start=now if now is not None else time.time(), source="reset")
-        self.save()
-
-    def timing(self, item: Item, files: list[Path], factor: float, now: float | None = None) -> Timing:
-        """Elapsed time against the allowance; records the start on first sight."""
-        now = now if now is not None else time.time()
-        entry = self.data.setdefault(item.slug, {})
-        if "start" not in entry:
-            entry.update(start=_creation_time(files), source="file")
-        passes = int(entry.get("passes", 0))
-        first = passes == 0
-        allowed = item.minutes * (factor if first else 1.0)
-        return Timing(
-            elapsed_min=max(0.0, now - float(entry["start"])) / 60.0,
-            allowed_min=allowed,
-            target_min=item.minutes,
-            attempt="first attempt" if first else f"attempt after {passes} pass(es)",
-            started_from="the last reset" if entry.get("source") == "reset" else "the file's creation",
-        )
-
-    def record_pass(self, item: Item, elapsed_min: float) -> None:
-        entry = self.data.setdefault(item.slug, {})
-        entry["passes"] = int(entry.get("passes", 0)) + 1
-        best = entry.get("best_min")
-        entry["best_min"] = round(elapsed_min if best is None else min(float(best), elapsed_min), 2)
+def timing_for(item: catalog.Item, running: progress.Clock, passes: int, factor: float, now: float) -> Timing:
+    """The timing of the running attempt: the allowance is ``factor`` × target until the first pass."""
+    first = passes == 0
+    return Timing(
+        elapsed_min=max(0.0, now - running.start) / 60.0,
+        allowed_min=item.minutes * (factor if first else 1.0),
+        target_min=item.minutes,
+        attempt="first attempt" if first else f"attempt {running.attempt}, {passes} passed before",
+        started_from=running.started_from,
+        attempt_number=running.attempt,
+    )
 
 
-def _creation_time(files: list[Path]) -> float:
-    stamps = []
-    for path in files:
-        st = path.stat()
-        stamps.append(getattr(st, "st_birthtime", None) or st.st_mtime)
-    return min(stamps) if stamps else time.time()
-
-
-def stall_finding(item: Item, timing: Timing, display: str) -> Finding:
-    """API006: the drill ran past its allowance."""
+def stall_finding(item: catalog.Item, timing: Timing, display: str) -> Finding:
+    """API006: the drill ran past its allowance (counted only under ``--timed=strict``)."""
     return Finding("API006", display, 0,
                    f"{timing.elapsed_min:.1f} min against {timing.allowed_min:.0f} allowed ({timing.attempt}, "
                    f"target {item.minutes} min, timed from {timing.started_from})",
                    "drill it again from memory: `mlcanon reset " + item.slug + "` restarts the clock")
+
+
+class TimedRun:
+    """What ``--timed`` adds to one canon run; ``run.CanonRun`` calls :meth:`assess` and :meth:`record`."""
+
+    def __init__(self, root: Path, mode: str, factor: float, now: float | None = None) -> None:
+        self.root = root
+        self.mode = mode
+        self.factor = factor
+        self.now = progress.now() if now is None else now
+        self.messages: list[str] = []
+        self._timings: dict[str, Timing] = {}
+
+    @property
+    def strict(self) -> bool:
+        return self.mode == "strict"
+
+    def assess(self, item: catalog.Item, files: Sequence[Path], display: str) -> tuple[dict[str, Any], list[Finding]]:
+        """The item's timing (for the report) and, under strict mode, the API006 finding when over time."""
+        try:
+            with progress.session(self.root) as current:
+                self._warn(current.warnings)
+                entry = current.entry(item.slug)
+                running = progress.ensure_clock(entry, files, self.now)
+                timing = timing_for(item, running, progress.passes_before(entry, running.attempt),
+                                    self.factor, self.now)
+        except StateError as exc:
+            self._warn([f"timer off for {item.slug}: {exc}"])
+            return {}, []
+        self._timings[item.slug] = timing
+        findings = [stall_finding(item, timing, display)] if self.strict and timing.over else []
+        return timing.as_dict(), findings
+
+    def record(self, scores: Sequence[ItemScore], outcomes: Mapping[str, Sequence[Outcome]]) -> list[str]:
+        """Record each timed item's check and its misses; returns the lines for the terminal summary."""
+        lines: list[str] = []
+        timed = [s for s in scores if (s.status == "scored" and s.slug in self._timings) or s.status == "error"]
+        if timed:
+            try:
+                with progress.session(self.root) as current:
+                    self._warn(current.warnings)
+                    for score in timed:
+                        line = (self._record_one(current, score, outcomes.get(score.slug, ()))
+                                if score.status == "scored" else self._record_error(current, score))
+                        if line:
+                            lines.append(line)
+            except StateError as exc:
+                lines = [f"mlcanon: attempts not recorded: {exc}"]
+        return [*self.messages, *lines]
+
+    def _record_error(self, current: progress.Session, score: ItemScore) -> str:
+        """A file that does not import is a failed check of a drilled attempt (undrilled items are left alone)."""
+        entry = current.peek(score.slug)
+        running = progress.clock(entry)
+        if running is None:
+            return ""
+        item = catalog.get(score.slug)
+        timing = timing_for(item, running, progress.passes_before(entry, running.attempt), self.factor, self.now)
+        misses = misslog.misses_for(score, (), timing.over, timing.elapsed_min, timing.allowed_min)
+        check = progress.Check(passed=False, score=None, axes_failed=AXES, elapsed_min=timing.elapsed_min,
+                               allowed_min=timing.allowed_min, target_min=timing.target_min,
+                               over_time=timing.over, misses=tuple(misses))
+        record = progress.record_check(current.entry(score.slug), running, check, self.now)
+        misslog.upsert(current, score.number, score.slug, running.attempt, None, list(record["misses"]), self.now)
+        return (f"#{score.number} {score.slug} attempt {running.attempt}: the file does not import "
+                f"({timing.elapsed_min:.1f} min in); logged in .mlcanon/{misslog.MISSLOG_FILE}")
+
+    def _record_one(self, current: progress.Session, score: ItemScore, outcomes: Sequence[Outcome]) -> str:
+        timing = self._timings[score.slug]
+        entry = current.entry(score.slug)
+        running = progress.clock(entry)
+        if running is None or running.attempt != timing.attempt_number:
+            return f"#{score.number} {score.slug}: the clock was reset during the run; this check is not recorded"
+        passed = score.axes["correctness"].passed
+        misses = misslog.misses_for(score, outcomes, timing.over, timing.elapsed_min, timing.allowed_min)
+        check = progress.Check(
+            passed=passed, score=score.score, axes_failed=tuple(a for a in AXES if not score.axes[a].passed),
+            elapsed_min=timing.elapsed_min, allowed_min=timing.allowed_min, target_min=timing.target_min,
+            over_time=timing.over, misses=tuple(misses),
+        )
+        already_passed = any(a.get("attempt") == running.attempt and a.get("passed") for a in entry["attempts"])
+        record = progress.record_check(entry, running, check, self.now)
+        if misses:
+            misslog.upsert(current, score.number, score.slug, running.attempt, score.score, list(record["misses"]),
+                           self.now)
+        return _describe(score, record, timing, progress.summarize(entry), self.strict, already_passed,
+                         bool(misses), self.now)
+
+    def _warn(self, warnings: Sequence[str]) -> None:
+        for warning in warnings:
+            if warning not in self.messages:
+                self.messages.append(f"mlcanon: {warning}")
+
+
+def _describe(score: ItemScore, record: dict[str, Any], timing: Timing, summary: progress.ItemProgress,
+              strict: bool, already_passed: bool, logged: bool, now: float) -> str:
+    """One line for the terminal: attempt, pass or not, time against the allowance, what was recorded."""
+    head = f"#{score.number} {score.slug} attempt {record['attempt']}"
+    allowance = f"{timing.allowed_min:.0f} allowed, target {timing.target_min} min"
+    over = ""
+    if record.get("over_time"):
+        over = ", OVER TIME" + (" (counts against API fluency: API006)" if strict else
+                                " (--timed=strict would count it against API fluency)")
+    if already_passed:
+        text = f"{head}: passed earlier in {record['elapsed_min']:.1f} min; rescored {score.score}/5"
+    elif record.get("passed"):
+        best = progress.format_minutes(summary.best_min)
+        text = (f"{head}: passed in {timing.elapsed_min:.1f} min ({allowance}){over}; best {best} min; "
+                f"next review {progress.format_due(summary.due, now)}; `mlcanon reset {score.slug}` wipes it")
+    else:
+        text = f"{head}: not passing yet at {timing.elapsed_min:.1f} min ({allowance}){over}"
+    if logged:
+        text += f"; misses logged in .mlcanon/{misslog.MISSLOG_FILE}"
+    return text
+

@@ -54,6 +54,7 @@ class Outcome:
     message: str = ""
     duration: float = 0.0
     where: tuple[str, int] | None = None  # the failure's file:line: in the learner's code if it got there
+    nonfinite: tuple[str, int, str] | None = None  # first annotated learner line whose value held NaN/inf
 
 
 def verdict_for(score: int) -> str:

@@ -148,14 +148,27 @@ def _looks_like_eps(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, float) and 0 < node.value < 1e-2
 
 
+def _probe_finding(probe: Outcome) -> Finding:
+    """NUM100 at the first learner line that produced NaN/inf, else where the probe failed."""
+    name = probe.nodeid.split("::", 1)[-1]
+    hint = "make the extreme-input case finite (see the test)"
+    if probe.nonfinite is not None:
+        path, line, comment = probe.nonfinite
+        return Finding("NUM100", path, line, f"numerics probe {name} failed: first non-finite value here "
+                       f"(# {comment}); {probe.message}", hint)
+    if probe.where is not None:
+        return Finding("NUM100", probe.where[0], probe.where[1], f"numerics probe {name} failed: {probe.message}",
+                       hint)
+    return Finding("NUM100", probe.nodeid, 0, f"numerics probe failed: {probe.message}", hint)
+
+
 def evaluate(sources: Iterable[Source], outcomes: Iterable[Outcome], settings: Settings) -> AxisResult:
     """Passes when no enabled static rule fires and every numerics probe passed."""
     findings = [f for s in sources for f in static_findings(s) if settings.enabled(f.code)]
     probes = [o for o in outcomes if o.probe]
     for probe in probes:
         if probe.outcome in {"failed", "error"} and settings.enabled("NUM100"):
-            findings.append(Finding("NUM100", probe.nodeid, 0, f"numerics probe failed: {probe.message}",
-                                    "make the extreme-input case finite (see the test)"))
+            findings.append(_probe_finding(probe))
     passed_probes = sum(1 for p in probes if p.outcome == "passed")
     notes = (f"numerics probes passed: {passed_probes}/{len(probes)}",)
     return AxisResult(not findings, tuple(findings), notes)

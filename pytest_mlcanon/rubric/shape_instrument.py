@@ -38,6 +38,29 @@ MISSING = object()
 
 #: (resolved path, line) -> (status, detail) for the current test.
 RECORDER: dict[tuple[str, int], tuple[str, str]] = {}
+#: The first annotated line whose value held NaN or inf during the current test: (path, line, text).
+FIRST_NONFINITE: list[tuple[str, int, str]] = []
+
+
+def reset() -> None:
+    """Forget the current test's results (called before and after each test)."""
+    RECORDER.clear()
+    FIRST_NONFINITE.clear()
+
+
+def _has_nonfinite(value: Any) -> bool:
+    """True for a floating tensor or array holding NaN or inf (other values are never flagged)."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or not getattr(dtype, "is_floating_point", getattr(dtype, "kind", "") == "f"):
+        return False
+    try:
+        if hasattr(value, "isfinite"):
+            return not bool(value.isfinite().all())
+        import numpy as np
+
+        return not bool(np.isfinite(value).all())
+    except Exception:  # noqa: BLE001 - exotic array types are simply not checked
+        return False
 
 
 @dataclass
@@ -76,6 +99,8 @@ class Scope:
         self._enter_line(line)
         if any(v is MISSING for v in values):
             return
+        if not FIRST_NONFINITE and any(_has_nonfinite(v) for v in values):
+            FIRST_NONFINITE.append((self.path, line, stmt.text))
         try:
             added = match_comment(stmt.comment, list(values), self.bindings)
         except Mismatch as exc:
