@@ -474,3 +474,32 @@ def test_grpo_step_errors_leave_policy_untouched():
         grpo.grpo_step(policy, reference, optimizer, prompts.float(), _is_greater)
     for key, value in policy.state_dict().items():
         assert torch.equal(value, before[key])
+
+
+def test_grpo_step_on_gpt_does_not_lower_the_reward_and_keeps_reference():
+    """The spec's toy verifier on the GPT of #31: "is a > b" prompts, YES/NO as the first new token."""
+    from canon_refs.transformer import gpt  # imported here so a broken #31 only fails this test
+
+    # thresholds fixed on seeds 0-4 (1 layer, Adam 1e-2): last-5 minus first-5 mean reward was +0.28 to +0.60
+    gains = []
+    for seed in range(2):
+        torch.manual_seed(seed)
+        policy = gpt.GPT(gpt.GPTConfig(vocab_size=12, max_seq_len=8, d_model=32, n_heads=4, n_layers=1))
+        reference = dpo.freeze_reference(policy)
+        frozen = {k: v.clone() for k, v in reference.state_dict().items()}
+        optimizer = torch.optim.Adam(policy.parameters(), lr=1e-2)
+        gen = torch.Generator().manual_seed(seed)
+        rewards = []
+        for _ in range(20):
+            prompts = torch.randint(0, 10, (8, 2), generator=gen)
+            stats = grpo.grpo_step(policy, reference, optimizer, prompts, _is_greater, group_size=8,
+                                   max_new_tokens=2, generator=gen)
+            assert math.isfinite(stats["loss"])
+            rewards.append(stats["mean_reward"])
+        first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
+        assert last >= first, f"seed {seed}: reward fell from {first:.3f} to {last:.3f}"
+        gains.append(last - first)
+        for key, value in reference.state_dict().items():
+            assert torch.equal(value, frozen[key]), f"reference parameter {key} moved"
+        assert all(p.grad is None for p in reference.parameters())
+    assert sum(gains) / len(gains) > 0.15

@@ -1,18 +1,23 @@
 """Reference tests for #31 (tiny GPT) and #32 (generation: greedy, temperature, top-k, top-p).
 
 ``TestGeneration`` drives ``generate`` with the toy causal LM of ``canon_tests/_toy_lm.py`` (and two
-stubs of its own), so #32 does not depend on #31; GPT variants of its ``generate`` checks belong here
-once #31 lands.
+stubs of its own), so #32 does not depend on #31. ``TestGPT`` tests #31, and ``TestGenerationOnGPT``
+repeats the model-level ``generate`` checks of #32 on a real GPT (cache vs no cache, crop to
+``max_seq_len``).
 """
 
 from __future__ import annotations
 
+import copy
+import math
+
 import pytest
 import torch
+import torch.nn.functional as F
 
-from canon_refs.transformer import generation
+from canon_refs.transformer import generation, gpt, masks
 from canon_tests._toy_lm import ToyCausalLM
-from pytest_mlcanon.testing import randn
+from pytest_mlcanon.testing import TOL, assert_low_precision_matches, randn
 
 
 class TestGeneration:
@@ -290,3 +295,334 @@ class TestGeneration:
         assert model.calls == [], "invalid arguments must be rejected before the first forward"
         assert generation.generate(model, prompt, 2, greedy=True, use_cache=True).shape == (1, 8)
         assert generation.generate(model, prompt, 3, greedy=True).shape == (1, 9)  # no cache: cropped
+
+
+# ============================================================================ #31 tiny GPT
+
+
+def _gpt(seed: int = 0, **overrides) -> gpt.GPT:
+    fields = {"vocab_size": 13, "max_seq_len": 16, "d_model": 32, "n_heads": 4, "n_layers": 2}
+    fields.update(overrides)
+    torch.manual_seed(seed)
+    return gpt.GPT(gpt.GPTConfig(**fields))
+
+
+def _ids(B: int, T: int, V: int = 13, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+CONFIGS = {
+    "learned": {},
+    "rope": {"pos": "rope"},
+    "llama_style": {"pos": "rope", "ffn": "swiglu", "norm": "rmsnorm", "n_kv_heads": 2, "bias": False},
+}
+
+
+class TestGPT:
+    pytestmark = pytest.mark.canon("transformer/gpt")
+
+    PERIOD_7 = torch.tensor([i % 7 for i in range(7 * 20)])              # "abcdefg" repeated, as ids 0..6
+
+    # --- structure -----------------------------------------------------------------------------------
+
+    def test_logits_shape_initial_loss_and_tied_head(self):
+        torch.manual_seed(0)
+        model = gpt.GPT(gpt.GPTConfig(vocab_size=50))                    # the default config
+        idx = _ids(4, 20, V=50, seed=1)
+        logits, loss = model(idx, gpt.make_next_token_targets(idx))
+        assert logits.shape == (4, 20, 50) and logits.dtype == torch.float32
+        assert loss.shape == () and abs(float(loss.detach()) - math.log(50)) < 0.25
+        assert model(idx)[1] is None
+        assert model.lm_head.weight is model.tok_emb.weight
+        assert model.lm_head.bias is None
+        assert len(model.blocks) == 2 and all(b.cross_attn is None for b in model.blocks)
+        untied = _gpt(tie_weights=False)
+        assert untied.lm_head.weight is not untied.tok_emb.weight
+
+    def test_config_is_kept_and_init(self):
+        config = gpt.GPTConfig(vocab_size=13, max_seq_len=16, d_model=32, n_heads=4, n_layers=3)
+        torch.manual_seed(0)
+        model = gpt.GPT(config)
+        assert model.config is config or model.config == config
+        assert model.pos_emb.weight.shape == (16, 32) and model.tok_emb.weight.shape == (13, 32)
+        linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+        weights = torch.cat([m.weight.flatten() for m in linears] + [model.pos_emb.weight.flatten()]).detach()
+        assert 0.018 < float(weights.std()) < 0.022 and abs(float(weights.mean())) < 2e-3
+        assert all(not m.bias.detach().any() for m in linears if m.bias is not None)
+        rope = _gpt(pos="rope")
+        assert rope.pos_emb is None
+
+    def test_num_parameters_closed_form(self):
+        V, T_max, d, L = 50, 64, 64, 2
+        d_ff = 4 * d
+        model = gpt.GPT(gpt.GPTConfig(vocab_size=V))
+        expected = V * d + T_max * d + L * (4 * d * d + 4 * d + 2 * d * d_ff + d_ff + d + 4 * d) + 2 * d
+        assert model.num_parameters() == expected
+        in_state_dict = sum(v.numel() for v in model.state_dict().values())  # lists the tied head twice
+        assert model.num_parameters() == in_state_dict - V * d
+        assert model.num_parameters(exclude_embeddings=True) == expected - V * d - T_max * d
+        untied = gpt.GPT(gpt.GPTConfig(vocab_size=V, tie_weights=False))
+        assert untied.num_parameters() == expected + V * d
+        rope = gpt.GPT(gpt.GPTConfig(vocab_size=V, pos="rope"))
+        assert rope.num_parameters() == expected - T_max * d
+
+    def test_new_kv_caches(self):
+        model = _gpt(**CONFIGS["llama_style"])
+        caches = model.new_kv_caches(3, 10)
+        assert len(caches) == 2
+        assert all(c.k.shape == (3, 2, 10, 8) and c.length == 0 for c in caches)
+        assert model.new_kv_caches(1)[0].k.shape == (1, 2, 16, 8)
+        assert _gpt().new_kv_caches(2)[0].k.shape == (2, 4, 16, 8)
+
+    # --- behaviour -----------------------------------------------------------------------------------
+
+    @pytest.mark.parametrize("name", list(CONFIGS))
+    def test_causality(self, name):
+        model = _gpt(seed=2, **CONFIGS[name])
+        idx = _ids(2, 10, seed=3)
+        logits = model(idx)[0]
+        for t in (0, 3, 8):
+            changed = idx.clone()
+            changed[:, t + 1:] = _ids(2, 9 - t, seed=4 + t)
+            torch.testing.assert_close(model(changed)[0][:, :t + 1], logits[:, :t + 1], atol=1e-6, rtol=0.0)
+
+    def test_make_next_token_targets_quoted_examples(self):
+        ids = torch.tensor([[5, 6, 7, 8]])
+        assert gpt.make_next_token_targets(ids, prompt_lengths=torch.tensor([2])).tolist() == [[-100, 7, 8, -100]]
+        assert gpt.make_next_token_targets(ids, attention_mask=torch.tensor([[1, 1, 1, 0]])).tolist() == [[6, 7, -100, -100]]
+        assert gpt.make_next_token_targets(ids).tolist() == [[6, 7, 8, -100]]
+        both = gpt.make_next_token_targets(
+            torch.tensor([[5, 6, 7, 8], [1, 2, 3, 4]]), torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]]),
+            torch.tensor([2, 1]), ignore_index=-1)
+        assert both.tolist() == [[-1, 7, -1, -1], [2, 3, 4, -1]]
+        assert both.dtype == torch.long
+
+    def test_lm_loss_equals_cross_entropy_and_forward_loss(self):
+        model = _gpt(seed=5)
+        idx = _ids(3, 8, seed=6)
+        targets = gpt.make_next_token_targets(idx, torch.tensor([[1] * 8, [1] * 6 + [0] * 2, [1] * 8]),
+                                              torch.tensor([0, 2, 5]))
+        logits, loss = model(idx, targets)
+        expected = F.cross_entropy(logits.reshape(-1, 13), targets.reshape(-1), ignore_index=-100)
+        torch.testing.assert_close(gpt.lm_loss(logits, targets), expected, **TOL.TORCH_OP.kw())
+        torch.testing.assert_close(loss, gpt.lm_loss(logits, targets), atol=0.0, rtol=0.0)
+        logits64 = randn(2, 5, 7, seed=7, dtype=torch.float64)
+        t64 = torch.tensor([[0, 6, -100, 3, 2], [-100, -100, 1, 1, 5]])
+        torch.testing.assert_close(gpt.lm_loss(logits64, t64),
+                                   F.cross_entropy(logits64.reshape(10, 7), t64.reshape(10)), atol=1e-12, rtol=0.0)
+        other = gpt.lm_loss(logits64, t64.masked_fill(t64 == -100, -1), ignore_index=-1)
+        torch.testing.assert_close(other, gpt.lm_loss(logits64, t64), atol=0.0, rtol=0.0)
+
+    @pytest.mark.edge_case
+    def test_lm_loss_with_nothing_to_score_is_zero_in_the_graph(self):
+        logits = randn(2, 3, 5, seed=8, requires_grad=True)
+        loss = gpt.lm_loss(logits, torch.full((2, 3), -100))
+        assert float(loss.detach()) == 0.0 and loss.requires_grad
+        loss.backward()
+        assert torch.equal(logits.grad, torch.zeros_like(logits))
+
+    def test_right_padding_matches_unpadded(self):
+        model = _gpt(seed=9)
+        idx = _ids(2, 9, seed=10)
+        mask = torch.tensor([[1] * 9, [1] * 5 + [0] * 4], dtype=torch.bool)
+        logits = model(idx, attention_mask=mask)[0]
+        torch.testing.assert_close(logits[1, :5], model(idx[1:, :5])[0][0], **TOL.COMPOSITE.kw())
+        torch.testing.assert_close(logits[0], model(idx[:1])[0][0], **TOL.COMPOSITE.kw())
+
+    @pytest.mark.parametrize("name", ["learned", "rope"])
+    def test_left_padding_with_positions_from_mask(self, name):
+        model = _gpt(seed=11, **CONFIGS[name])
+        real = _ids(1, 5, seed=12)
+        padded = torch.cat([torch.tensor([[3, 3, 3]]), real], dim=1)
+        batch = torch.cat([padded, _ids(1, 8, seed=13)])
+        mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1], [1] * 8])
+        logits = model(batch, attention_mask=mask, position_ids=masks.positions_from_mask(mask))[0]
+        torch.testing.assert_close(logits[0, -1], model(real)[0][0, -1], **TOL.COMPOSITE.kw())
+        torch.testing.assert_close(logits[1], model(batch[1:])[0][0], **TOL.COMPOSITE.kw())
+
+    @pytest.mark.parametrize("name", list(CONFIGS))
+    def test_cached_forward_equals_full_forward(self, name):
+        model = _gpt(seed=14, **CONFIGS[name]).eval()
+        idx = _ids(2, 10, seed=15)
+        with torch.no_grad():
+            full = model(idx)[0]
+            caches = model.new_kv_caches(2, 10)
+            pieces = [model(idx[:, :6], kv_caches=caches)[0]]
+            pieces += [model(idx[:, t:t + 1], kv_caches=caches)[0] for t in range(6, 10)]
+        assert all(c.length == 10 for c in caches)
+        torch.testing.assert_close(torch.cat(pieces, dim=1), full, **TOL.COMPOSITE.kw())
+
+    def test_hidden_states_feed_the_head(self):
+        model = _gpt(seed=16)
+        idx = _ids(2, 6, seed=17)
+        h = model.hidden_states(idx)
+        assert h.shape == (2, 6, 32)
+        torch.testing.assert_close(model(idx)[0], h @ model.tok_emb.weight.T, **TOL.TORCH_OP.kw())
+
+    def test_get_batch_windows_are_shifted(self):
+        data = torch.arange(100) * 3
+        x, y = gpt.get_batch(data, 4, 7, torch.Generator().manual_seed(0))
+        assert x.shape == y.shape == (4, 7) and x.dtype == torch.long
+        assert torch.equal(y[:, :-1], x[:, 1:]) and torch.equal(y[:, -1], x[:, -1] + 3)
+        assert torch.equal(x[:, 1:] - x[:, :-1], torch.full((4, 6), 3))
+        again = gpt.get_batch(data, 4, 7, torch.Generator().manual_seed(0))
+        assert torch.equal(again[0], x)
+        assert int(y.max()) <= 297
+
+    # --- training ------------------------------------------------------------------------------------
+
+    def test_train_gpt_learns_the_period_seven_sequence(self):
+        # 100 steps, B = 8, T = 16: the last five losses stayed below 0.013 on seeds 0-4 (threshold 0.1)
+        model = _gpt(seed=0, vocab_size=7)
+        history = gpt.train_gpt(model, self.PERIOD_7, steps=100, batch_size=8, seq_len=16, lr=3e-3, seed=0)
+        losses = history["losses"]
+        assert set(history) == {"losses"} and len(losses) == 100
+        assert abs(losses[0] - math.log(7)) < 0.25
+        assert max(losses[-5:]) < 0.1
+        model.eval()
+        generated = generation.generate(model, torch.tensor([[2, 3]]), 9, greedy=True)
+        assert generated[0].tolist() == [(2 + i) % 7 for i in range(11)]
+
+    @pytest.mark.parametrize("name", ["rope", "llama_style"])
+    def test_other_configs_train_without_nan(self, name):
+        model = _gpt(seed=1, vocab_size=7, **CONFIGS[name])
+        losses = gpt.train_gpt(model, self.PERIOD_7, steps=25, batch_size=4, seq_len=16, seed=1)["losses"]
+        assert all(math.isfinite(v) for v in losses)
+        assert sum(losses[-5:]) / 5 < losses[0] - 0.5
+
+    def test_train_gpt_is_deterministic_given_seed(self):
+        runs = [gpt.train_gpt(_gpt(seed=3, vocab_size=7), self.PERIOD_7, steps=4, batch_size=2, seq_len=8, seed=7)
+                for _ in range(2)]
+        assert runs[0] == runs[1]
+
+    def test_dropout_only_in_training(self):
+        model = _gpt(seed=4, dropout=0.3)
+        idx = _ids(2, 8, seed=5)
+        model.eval()
+        torch.testing.assert_close(model(idx)[0], model(idx)[0], atol=0.0, rtol=0.0)
+        model.train()
+        assert not torch.allclose(model(idx)[0], model(idx)[0])
+
+    # --- numerics and edges --------------------------------------------------------------------------
+
+    @pytest.mark.numerics_probe
+    def test_fp16_probe(self):
+        model = _gpt(seed=6)
+        idx = _ids(2, 8, seed=7)
+
+        def run(weights_probe: torch.Tensor) -> torch.Tensor:
+            return copy.deepcopy(model).to(weights_probe.dtype)(idx)[0]
+
+        assert_low_precision_matches(run, torch.zeros(1))
+
+    @pytest.mark.numerics_probe
+    def test_lm_loss_extreme_logits(self):
+        logits = torch.tensor([[[1e4, -1e4, 0.0], [-1e4, 1e4, 0.0]]], requires_grad=True)
+        targets = torch.tensor([[1, 1]])
+        loss = gpt.lm_loss(logits, targets)
+        assert torch.isfinite(loss)
+        torch.testing.assert_close(loss, torch.tensor(1e4), atol=0.0, rtol=1e-6)
+        loss.backward()
+        assert torch.isfinite(logits.grad).all()
+        half = gpt.lm_loss(logits.detach().half(), targets)
+        assert half.dtype == torch.float16 and torch.isfinite(half)
+
+    @pytest.mark.edge_case
+    def test_batch_of_one_and_single_token(self):
+        model = _gpt(seed=8)
+        logits, loss = model(torch.tensor([[4]]), torch.tensor([[7]]))
+        assert logits.shape == (1, 1, 13)
+        torch.testing.assert_close(loss, F.cross_entropy(logits[0], torch.tensor([7])), **TOL.TORCH_OP.kw())
+        assert gpt.make_next_token_targets(torch.tensor([[4]])).tolist() == [[-100]]
+        full = model(_ids(1, 16, seed=9))[0]                             # exactly max_seq_len tokens
+        assert full.shape == (1, 16, 13)
+
+    def test_errors_leave_caches_untouched(self):
+        model = _gpt(seed=10)
+        idx = _ids(2, 5, seed=11)
+        with pytest.raises(ValueError, match="idx"):
+            model(idx.float())
+        with pytest.raises(ValueError, match="idx"):
+            model(idx[0])
+        with pytest.raises(ValueError, match="idx"):
+            model(torch.tensor([[0, 13]]))
+        with pytest.raises(ValueError, match="idx"):
+            model(_ids(1, 17, seed=12))                                  # T > max_seq_len, learned positions
+        with pytest.raises(ValueError, match="targets"):
+            model(idx, idx[:, :4])
+        with pytest.raises(ValueError, match="attention_mask"):
+            model(idx, attention_mask=torch.ones(2, 4, dtype=torch.bool))
+        caches = model.new_kv_caches(2, 8)
+        with torch.no_grad():
+            model(idx, kv_caches=caches)
+            before = [c.k.clone() for c in caches]
+            with pytest.raises(ValueError, match="kv_caches"):
+                model(_ids(2, 4, seed=13), kv_caches=caches)             # 5 + 4 > 8, the caches' capacity
+            with pytest.raises(ValueError, match="attention_mask"):
+                model(idx[:, :1], kv_caches=caches, attention_mask=torch.ones(2, 1, dtype=torch.bool))
+            with pytest.raises(ValueError, match="kv_caches"):
+                model(idx[:, :1], kv_caches=caches[:1])
+        assert all(c.length == 5 for c in caches)
+        assert all(torch.equal(c.k, b) for c, b in zip(caches, before))
+
+    @pytest.mark.parametrize(
+        ("overrides", "match"),
+        [({"n_heads": 5}, "n_heads"), ({"pos": "sinusoidal"}, "pos"), ({"ffn": "relu"}, "ffn"),
+         ({"norm": "batchnorm"}, "norm"), ({"n_kv_heads": 3}, "n_kv_heads"), ({"vocab_size": 0}, "vocab_size")],
+    )
+    def test_invalid_config(self, overrides, match):
+        with pytest.raises(ValueError, match=match):
+            _gpt(**overrides)
+
+    def test_helper_errors(self):
+        with pytest.raises(ValueError, match="input_ids"):
+            gpt.make_next_token_targets(torch.zeros(2, 3))
+        with pytest.raises(ValueError, match="attention_mask"):
+            gpt.make_next_token_targets(torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 4))
+        with pytest.raises(ValueError, match="targets"):
+            gpt.lm_loss(randn(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
+        with pytest.raises(ValueError, match="targets"):
+            gpt.lm_loss(randn(2, 3, 5), torch.full((2, 3), 5))
+        with pytest.raises(ValueError, match="data"):
+            gpt.get_batch(torch.arange(5), 2, 5)
+        with pytest.raises(ValueError, match="seq_len"):
+            gpt.train_gpt(_gpt(), torch.arange(100) % 13, steps=1, seq_len=17)
+        with pytest.raises(ValueError, match="lr"):
+            gpt.train_gpt(_gpt(), torch.arange(100) % 13, steps=1, lr=0.0)
+
+
+# ============================================================================ #32 generate on a GPT
+
+
+class TestGenerationOnGPT:
+    pytestmark = pytest.mark.canon("transformer/generation")
+
+    @pytest.mark.parametrize("name", list(CONFIGS))
+    def test_greedy_with_and_without_cache_on_gpt(self, name):
+        model = _gpt(seed=20, **CONFIGS[name]).eval()
+        prompt = _ids(2, 4, seed=21)
+        plain = generation.generate(model, prompt, 10, greedy=True)
+        cached = generation.generate(model, prompt, 10, greedy=True, use_cache=True)
+        assert plain.shape == (2, 14) and torch.equal(plain[:, :4], prompt)
+        assert torch.equal(cached, plain)
+
+    def test_context_is_cropped_to_max_seq_len_on_gpt(self):
+        model = _gpt(seed=22).eval()                                     # max_seq_len 16, learned positions
+        prompt = _ids(2, 20, seed=23)
+        out = generation.generate(model, prompt, 3, greedy=True)
+        assert out.shape == (2, 23) and torch.equal(out[:, :20], prompt)
+        ids = prompt
+        for _ in range(3):
+            nxt = model(ids[:, -16:])[0][:, -1].argmax(dim=-1)
+            ids = torch.cat([ids, nxt[:, None]], dim=1)
+        assert torch.equal(out, ids)
+        with pytest.raises(ValueError, match="max_seq_len"):
+            generation.generate(model, prompt[:, :10], 7, use_cache=True)
+
+    def test_sampling_on_gpt_is_reproducible_and_valid(self):
+        model = _gpt(seed=24, pos="rope").eval()
+        prompt = _ids(3, 2, seed=25)
+        runs = [generation.generate(model, prompt, 6, temperature=1.3, top_k=5, top_p=0.9,
+                                    generator=torch.Generator().manual_seed(3)) for _ in range(2)]
+        assert torch.equal(runs[0], runs[1])
+        assert bool(((runs[0] >= 0) & (runs[0] < 13)).all())
