@@ -1,0 +1,307 @@
+"""The miss log, ``.mlcanon/misslog.md``: one line per item per attempt that went wrong.
+
+The seed's advice: after three passes through the canon the log holds about fifteen recurring
+entries (transposing K, forgetting keepdims, the ``-inf`` padding row, the off-by-one in the label
+shift), and those fifteen are the real study list. A line looks like::
+
+    - 2025-06-03 09:40 · #55 posttrain/dpo · attempt 2 · 3/5 · label shift off by one (test_x); eps outside sqrt (dpo.py:41)
+
+Misses are named in the learner's terms, from two sources: the failing reference tests (their names
+say what they probe: ``..._fully_masked_row_...`` is the ``-inf`` padding row) and the rubric's
+findings (``NUM003`` is "eps outside sqrt"). The part in parentheses is the evidence; ranking
+ignores it, so the same miss on two items counts twice. Every check of one attempt rewrites that
+attempt's single line, so checking early and often does not flood the log. Learners may add lines
+by hand in the same form (``- date · item · what went wrong; another miss``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_mlcanon.rubric.model import ItemScore, Outcome
+from pytest_mlcanon.state import state_dir, write_text
+
+if TYPE_CHECKING:
+    from pytest_mlcanon.progress import Session
+
+MISSLOG_FILE = "misslog.md"
+SEP = " · "
+MAX_MISSES_PER_LINE = 8
+HEADER = """# Miss log
+
+One line per item per attempt that went wrong, kept by `mlcanon check` (and `pytest --timed`).
+Add your own lines in the same form: `- date · item · what went wrong; another miss`.
+`mlcanon misslog` ranks the recurring entries: they are your study list.
+
+"""
+
+# Test-name fragments -> the miss in the learner's terms; the first match wins, so the specific
+# patterns come before the generic ones. The name is matched with "_" at both ends, so a fragment
+# written "_tie_" matches the word only (not "properties").
+TEST_MISSES: tuple[tuple[str, str], ...] = (
+    ("not_implemented", "left a function unimplemented"),
+    ("first_token", "label shift off by one"),
+    ("next_token_targets", "label shift off by one"),
+    ("shifted", "label shift off by one"),
+    ("shift_invarian", "not shift-invariant (subtract the max / the mean first)"),
+    ("gather", "gathered the wrong positions (indexing or shift)"),
+    ("fully_masked", "-inf padding row (a fully masked row must stay finite)"),
+    ("fully_padded", "-inf padding row (a fully masked row must stay finite)"),
+    ("all_context_masked", "-inf padding row (a fully masked row must stay finite)"),
+    ("masked_entries", "masked entries leak (replace them before summing)"),
+    ("cannot_leak", "masked entries leak (replace them before summing)"),
+    ("eps_sits_inside", "eps outside sqrt"),
+    ("keepdim", "forgot keepdims (reduced axis did not broadcast back)"),
+    ("causal", "causal mask wrong (direction or alignment)"),
+    ("future_tokens", "causal mask wrong (direction or alignment)"),
+    ("mask_to_bias", "mask constant (use finfo(dtype).min, never -inf)"),
+    ("padd", "padding handled wrong"),
+    ("mask", "mask convention wrong (True = may attend / real token)"),
+    ("extreme", "overflow on extreme inputs (subtract the max, logsumexp, softplus)"),
+    ("huge", "overflow on extreme inputs (subtract the max, logsumexp, softplus)"),
+    ("saturat", "overflow on extreme inputs (subtract the max, logsumexp, softplus)"),
+    ("overflow", "overflow on extreme inputs (subtract the max, logsumexp, softplus)"),
+    ("1e4", "overflow on extreme inputs (subtract the max, logsumexp, softplus)"),
+    ("fp16", "half precision (upcast to float32 inside, cast back)"),
+    ("float16", "half precision (upcast to float32 inside, cast back)"),
+    ("bfloat16", "half precision (upcast to float32 inside, cast back)"),
+    ("half", "half precision (upcast to float32 inside, cast back)"),
+    ("low_precision", "half precision (upcast to float32 inside, cast back)"),
+    ("gradcheck", "gradient wrong (check the backward against finite differences)"),
+    ("finite_diff", "gradient wrong (check the backward against finite differences)"),
+    ("grad", "gradient wrong (check the backward against finite differences)"),
+    ("backward", "gradient wrong (check the backward against finite differences)"),
+    ("_tie_", "tie-breaking rule"),
+    ("_ties_", "tie-breaking rule"),
+    ("before_mutation", "mutated state before validating (validate first)"),
+    ("untouched", "mutated state before validating (validate first)"),
+    ("not_mutated", "mutated the caller's inputs (copy before writing in place)"),
+    ("inputs_are", "mutated the caller's inputs (copy before writing in place)"),
+    ("error", "input validation (raise ValueError naming the argument)"),
+    ("raise", "input validation (raise ValueError naming the argument)"),
+    ("bad_", "input validation (raise ValueError naming the argument)"),
+    ("invalid", "input validation (raise ValueError naming the argument)"),
+    ("mismatch", "input validation (raise ValueError naming the argument)"),
+    ("permut", "a permutation symmetry is broken"),
+    ("equivarian", "a permutation symmetry is broken"),
+    ("invarian", "an invariance is broken"),
+    ("same_seed", "not reproducible (draw from the seed/generator you were given)"),
+    ("same_generator", "not reproducible (draw from the seed/generator you were given)"),
+    ("deterministic", "not reproducible (draw from the seed/generator you were given)"),
+    ("reproducib", "not reproducible (draw from the seed/generator you were given)"),
+    ("dtype", "dtype not preserved"),
+    ("cache", "KV-cache bookkeeping (offset positions and masks by the cache length)"),
+    ("speed", "too slow (vectorise instead of looping)"),
+    ("under_one_second", "too slow (vectorise instead of looping)"),
+    ("fast", "too slow (vectorise instead of looping)"),
+    ("vectoris", "too slow (vectorise instead of looping)"),
+    ("batch_of_one", "edge case: batch of one"),
+    ("empty", "edge case: empty input"),
+    ("single", "edge case: a single element"),
+    ("zero", "edge case: zeros"),
+    ("closed_form", "closed-form value wrong"),
+    ("quoted", "closed-form value wrong"),
+    ("worked", "closed-form value wrong"),
+    ("seed_0", "closed-form value wrong"),
+    ("matches_torch", "disagrees with the torch op"),
+    ("manual", "disagrees with the computation written out by hand"),
+    ("matches", "disagrees with the reference computation"),
+    ("equals", "disagrees with the reference computation"),
+    ("agree", "disagrees with the reference computation"),
+    ("learn", "training does not converge"),
+    ("train", "training does not converge"),
+    ("reaches", "training does not converge"),
+    ("accuracy", "training does not converge"),
+)
+
+# Rubric codes -> the miss; None means the code is covered elsewhere (test outcomes, the timer).
+FINDING_MISSES: dict[str, str | None] = {
+    "COR001": None, "COR003": None, "NUM100": None, "API006": None,
+    "COR002": "missing public name",
+    "COR004": "syntax error",
+    "SHP001": "shape comments missing",
+    "SHP002": "wrong shape comment",
+    "SHP003": "malformed shape comment",
+    "NUM001": "exp without subtracting the max",
+    "NUM002": "-inf mask fill",
+    "NUM003": "eps outside sqrt",
+    "NUM004": "log of softmax/sigmoid (use log_softmax/logsigmoid)",
+    "NUM005": "mask constant overflows fp16",
+    "API001": "silent full transpose (.T on 3-D+; transpose(-2, -1) for K)",
+    "API002": ".view after transpose",
+    "API003": "Python loop over elements",
+    "API004": "deprecated API",
+    "API005": "forbidden shortcut",
+    "API007": "legacy np.random global RNG",
+    "EXP001": "no plan in the module docstring",
+    "EXP002": "public function without a docstring",
+    "EXP003": "plan too short",
+    "EXP004": "no shapes in the docstrings",
+    "EXP005": "no trade-off stated",
+    "EXP006": "nothing on what you would test",
+}
+
+
+def miss_for_test(nodeid: str, message: str = "") -> str:
+    """The miss a failing reference test stands for, with the test as evidence."""
+    name = nodeid.split("::")[-1].split("[")[0]
+    if "NotImplementedError" in message:
+        return f"left a function unimplemented ({name})"
+    if "has no attribute" in message or "cannot import name" in message:
+        return f"missing public name ({name})"
+    lowered = f"_{name.lower()}_"  # padded, so "_ties_" matches a whole word
+    for fragment, miss in TEST_MISSES:
+        if fragment in lowered:
+            return f"{miss} ({name})"
+    return f"failed {name}"
+
+
+def misses_for(score: ItemScore, outcomes: Iterable[Outcome], over_time: bool, elapsed_min: float,
+               allowed_min: float) -> list[str]:
+    """What went wrong in one check of one item, deduplicated by miss, most telling first."""
+    found: dict[str, str] = {}
+
+    def add(text: str) -> None:
+        found.setdefault(key(text), text)
+
+    if score.status == "error":
+        importing = "while importing" in score.error or score.error.startswith("SyntaxError")
+        add(f"{'file does not import' if importing else 'could not run'} ({_short(score.error)})")
+    for outcome in outcomes:
+        if outcome.outcome in {"failed", "error"}:
+            add(miss_for_test(outcome.nodeid, outcome.message))
+    for finding in score.findings:
+        miss = FINDING_MISSES.get(finding.code, f"{finding.code} {finding.message}")
+        if miss is not None:
+            detail = _name_in(finding.message) if finding.code == "COR002" else finding.where
+            add(f"{miss} ({detail})" if detail else miss)
+    if over_time:
+        add(f"over time ({elapsed_min:.0f} min of {allowed_min:.0f} allowed)")
+    return list(found.values())[:MAX_MISSES_PER_LINE]
+
+
+def key(miss: str) -> str:
+    """The part of a miss that ranking compares: without its evidence in trailing parentheses."""
+    return headline(miss).lower()
+
+
+def headline(miss: str) -> str:
+    """A miss without its evidence: the last parenthesised group, when the text ends with one."""
+    text = miss.strip()
+    if text.endswith(")") and " (" in text:
+        text = text[: text.rindex(" (")].rstrip()
+    return text
+
+
+# -- the file -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of the miss log."""
+
+    when: str
+    item: str
+    attempt: str
+    score: str
+    misses: tuple[str, ...]
+
+
+def render_line(entry: Entry) -> str:
+    fields = [entry.when, entry.item, entry.attempt, entry.score, "; ".join(entry.misses)]
+    return "- " + SEP.join(f for f in fields if f)
+
+
+def parse(text: str) -> list[Entry]:
+    """Every ``- ...`` line; hand-written lines with fewer fields are read as ``date · item · misses``."""
+    entries = []
+    for line in text.splitlines():
+        if not line.startswith("- "):
+            continue
+        fields = [f.strip() for f in re.split(r"\s+·\s+", line[2:].strip())]
+        misses = tuple(m.strip() for m in fields[-1].split(";") if m.strip())
+        if not misses:
+            continue
+        head = fields[:-1]
+        when = head[0] if head and re.match(r"\d{4}-\d\d-\d\d", head[0]) else ""
+        rest = head[1:] if when else head
+        item = next((f for f in rest if "/" in f or f.startswith("#")), "")
+        attempt = next((f for f in rest if f.startswith("attempt")), "")
+        score = next((f for f in rest if re.fullmatch(r"\d/5|-", f)), "")
+        entries.append(Entry(when, item, attempt, score, misses))
+    return entries
+
+
+def path_of(root: Path) -> Path:
+    return state_dir(root) / MISSLOG_FILE
+
+
+def upsert(current: Session, number: int, slug: str, attempt: int, score: int | None, misses: Sequence[str],
+           now: float) -> None:
+    """Write the line of ``(item, attempt)``: replaced in place when it exists, appended otherwise.
+
+    Called under the progress session's lock, so concurrent checks take turns; the file is replaced
+    atomically.
+    """
+    path = path_of(current.root)
+    text = path.read_text(encoding="utf-8") if path.exists() else HEADER
+    item = f"#{number} {slug}"
+    label = f"attempt {attempt}"
+    line = render_line(Entry(datetime.fromtimestamp(now).strftime("%Y-%m-%d %H:%M"), item, label,
+                             f"{score}/5" if score is not None else "-", tuple(misses)))
+    lines = text.splitlines()
+    marker = f"{SEP}{item}{SEP}{label}{SEP}"
+    for index in range(len(lines) - 1, -1, -1):
+        if lines[index].startswith("- ") and marker in lines[index]:
+            lines[index] = line
+            break
+    else:
+        lines.append(line)
+    write_text(path, "\n".join(lines) + "\n")
+
+
+# -- ranking --------------------------------------------------------------------------------------------
+
+@dataclass
+class Recurring:
+    """One miss across the log: how often, on which items, and when last."""
+
+    miss: str
+    count: int = 0
+    items: list[str] = field(default_factory=list)
+    last: str = ""
+
+
+def rank(entries: Iterable[Entry], item_filter: set[str] | None = None) -> list[Recurring]:
+    """Misses by how often they recur (then most recent first, then alphabetically)."""
+    table: dict[str, Recurring] = {}
+    for entry in entries:
+        if item_filter is not None and _item_slug(entry.item) not in item_filter:
+            continue
+        for miss in entry.misses:
+            name = key(miss)
+            row = table.setdefault(name, Recurring(headline(miss)))
+            row.count += 1
+            if entry.item and entry.item not in row.items:
+                row.items.append(entry.item)
+            row.last = max(row.last, entry.when)
+    rows = sorted(table.values(), key=lambda r: r.miss)
+    return sorted(rows, key=lambda r: (r.count, r.last), reverse=True)
+
+
+def _item_slug(label: str) -> str:
+    return label.split()[-1] if label else ""
+
+
+def _short(text: str, limit: int = 100) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _name_in(message: str) -> str:
+    found = re.search(r"`([^`]+)`", message)
+    return found.group(1) if found else ""

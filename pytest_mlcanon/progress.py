@@ -1,0 +1,370 @@
+"""Drill progress: the item clocks and every attempt, in ``.mlcanon/progress.json``.
+
+The file (schema 1)::
+
+    {"version": 1,
+     "items": {"posttrain/dpo": {
+         "clock": {"attempt": 2, "start": "2025-06-03T09:12:40+02:00", "source": "drill", "hints": 1},
+         "attempts": [{"attempt": 1, "start": ..., "end": ..., "elapsed_min": 12.4, "allowed_min": 30.0,
+                       "target_min": 15, "passed": true, "score": 4, "axes_failed": ["explanation"],
+                       "over_time": false, "checks": 3, "hints": 0, "misses": ["..."]}]}}}
+
+An *attempt* is one go at an item from a blank stub: it starts when ``mlcanon drill`` starts the
+clock (or, for a plain ``pytest --timed``, when the learner's file was created) and ends at the
+first check whose reference tests all pass. Every check of the attempt updates its one record:
+before the pass, its end, elapsed time, and whether it went over time; after the pass, only
+the rubric score, so polishing a docstring does not change the time to green. ``mlcanon reset``
+stops the clock, and the next ``mlcanon drill`` starts attempt ``n + 1``.
+
+Spaced repetition reads the records: a failed attempt is due again the next day, a passing one
+after 2, 4, 7, 14, 30 and then 60 days as the run of consecutive passes grows (an over-time pass
+counts as a pass but comes back the next day). Reading a module is not an attempt, so nothing is
+scheduled until the item has been checked once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pytest_mlcanon.state import StateError, dump_json, load_json, locked, state_dir, write_json
+
+SCHEMA_VERSION = 1
+PROGRESS_FILE = "progress.json"
+LEGACY_TIMER_FILE = "timer.json"
+REVIEW_DAYS = (2, 4, 7, 14, 30, 60)
+RETRY_DAYS = 1
+DAY_S = 86_400.0
+
+
+def empty() -> dict[str, Any]:
+    """A progress document with no item in it."""
+    return {"version": SCHEMA_VERSION, "items": {}}
+
+
+def validate(data: Any) -> str:
+    """Why ``data`` is not a usable progress document (``""`` when it is)."""
+    if not isinstance(data, dict):
+        return "the top level is not an object"
+    version = data.get("version")
+    if not isinstance(version, int):
+        return "it has no integer 'version'"
+    if version > SCHEMA_VERSION:
+        raise StateError(f"{PROGRESS_FILE} was written by a newer pytest-mlcanon (schema {version}, this one reads "
+                         f"{SCHEMA_VERSION}): upgrade pytest-mlcanon")
+    items = data.get("items")
+    if not isinstance(items, dict):
+        return "'items' is not an object"
+    for slug, entry in items.items():
+        if not isinstance(entry, dict):
+            return f"the entry of {slug!r} is not an object"
+        clock = entry.get("clock")
+        if clock is not None and (not isinstance(clock, dict) or not isinstance(clock.get("attempt"), int)
+                                  or _timestamp(clock.get("start")) is None):
+            return f"the clock of {slug!r} is malformed"
+        attempts = entry.get("attempts", [])
+        if not isinstance(attempts, list) or not all(
+                isinstance(a, dict) and isinstance(a.get("attempt"), int) for a in attempts):
+            return f"the attempts of {slug!r} are malformed"
+    return ""
+
+
+# -- the locked session ------------------------------------------------------------------------------
+
+@dataclass
+class Session:
+    """The progress document of one learner repo, read under the state lock."""
+
+    root: Path
+    data: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    loaded: str = ""
+
+    @property
+    def directory(self) -> Path:
+        return state_dir(self.root)
+
+    @property
+    def path(self) -> Path:
+        return self.directory / PROGRESS_FILE
+
+    def entry(self, slug: str) -> dict[str, Any]:
+        """The item's entry, created empty on first use."""
+        items: dict[str, dict[str, Any]] = self.data["items"]
+        entry = items.setdefault(slug, {})
+        entry.setdefault("clock", None)
+        entry.setdefault("attempts", [])
+        return entry
+
+    def peek(self, slug: str) -> dict[str, Any]:
+        """The item's entry without creating it (an empty one when the item has none)."""
+        entry = self.data["items"].get(slug)
+        return entry if entry is not None else {"clock": None, "attempts": []}
+
+
+@contextmanager
+def session(root: Path) -> Iterator[Session]:
+    """Lock ``.mlcanon/``, read ``progress.json``, and write it back atomically if the block changed it.
+
+    An exception inside the block leaves the file as it was (nothing half-recorded).
+    """
+    directory = state_dir(root)
+    with locked(directory):
+        path = directory / PROGRESS_FILE
+        fresh = not path.exists()
+        data, warning = load_json(path, empty, validate)
+        current = Session(root, data, [warning] if warning else [], dump_json(data))
+        if fresh:
+            _migrate_legacy_timer(current)
+        yield current
+        if dump_json(current.data) != current.loaded:
+            write_json(path, current.data)
+
+
+def snapshot(root: Path) -> Session:
+    """The progress as it is now, for reading; creates nothing when the repo has no ``.mlcanon/``."""
+    if not state_dir(root).is_dir():
+        return Session(root, empty(), [], dump_json(empty()))
+    with session(root) as current:
+        return current
+
+
+def _migrate_legacy_timer(current: Session) -> None:
+    """Fold a ``.mlcanon/timer.json`` of pytest-mlcanon 0.1 into the progress document, once."""
+    legacy = current.directory / LEGACY_TIMER_FILE
+    if not legacy.is_file():
+        return
+
+    def check(data: Any) -> str:
+        ok = isinstance(data, dict) and all(isinstance(v, dict) for v in data.values())
+        return "" if ok else "it is not an object of item entries"
+
+    data, warning = load_json(legacy, dict, check)
+    if warning:
+        current.warnings.append(warning)
+        return
+    stamp = legacy.stat().st_mtime
+    for slug, old in data.items():
+        start = _timestamp(old.get("start"))
+        passes = old.get("passes", 0) if isinstance(old.get("passes"), int) else 0
+        entry = current.entry(str(slug))
+        for number in range(1, passes + 1):
+            best = old.get("best_min") if number == passes else None
+            entry["attempts"].append({"attempt": number, "start": None, "end": iso(stamp), "passed": True,
+                                      "elapsed_min": best, "score": None, "axes_failed": [], "over_time": False,
+                                      "checks": 1, "misses": [], "migrated": True})
+        if start is not None:
+            source = "drill" if old.get("source") == "reset" else "file"
+            entry["clock"] = {"attempt": passes + 1, "start": iso(start), "source": source}
+    legacy.replace(legacy.with_name(LEGACY_TIMER_FILE + ".migrated"))
+    current.warnings.append(f"moved the clocks of {legacy} into {PROGRESS_FILE} (kept the old file as "
+                            f"{LEGACY_TIMER_FILE}.migrated)")
+
+
+# -- clocks ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Clock:
+    """A running attempt: its number, when it started (epoch seconds) and what started it."""
+
+    attempt: int
+    start: float
+    source: str  # "drill" (mlcanon drill), "file" (first timed run: the file's creation) or "legacy"
+    hints: int = 0
+
+    @property
+    def started_from(self) -> str:
+        return "the file's creation" if self.source == "file" else "mlcanon drill"
+
+
+def clock(entry: dict[str, Any]) -> Clock | None:
+    """The item's running clock, or None when it was never started or was reset."""
+    raw = entry.get("clock")
+    if not raw:
+        return None
+    start = _timestamp(raw.get("start"))
+    if start is None:
+        return None
+    return Clock(int(raw["attempt"]), start, str(raw.get("source", "drill")), int(raw.get("hints", 0) or 0))
+
+
+def start_clock(entry: dict[str, Any], now: float, source: str = "drill") -> Clock:
+    """Start a new attempt at ``now``.
+
+    The attempt number is one more than the last recorded attempt: a drill that was never checked
+    is not an attempt, so drilling again reuses its number.
+    """
+    number = max((int(a["attempt"]) for a in entry.get("attempts", [])), default=0) + 1
+    entry["clock"] = {"attempt": number, "start": iso(now), "source": source}
+    started = clock(entry)
+    assert started is not None
+    return started
+
+
+def stop_clock(entry: dict[str, Any]) -> Clock | None:
+    """Stop the item's clock (``mlcanon reset``); returns the clock that was running."""
+    running = clock(entry)
+    entry["clock"] = None
+    return running
+
+
+def ensure_clock(entry: dict[str, Any], files: Sequence[Path], now: float) -> Clock:
+    """The running clock, started from the files' creation time when the item has none yet."""
+    running = clock(entry)
+    if running is not None:
+        return running
+    return start_clock(entry, min(creation_time(files, now), now), source="file")
+
+
+def note_hint(entry: dict[str, Any], level: int) -> bool:
+    """Remember the highest hint level asked for during the running attempt; False when none runs."""
+    raw = entry.get("clock")
+    if not raw:
+        return False
+    raw["hints"] = max(int(raw.get("hints", 0) or 0), level)
+    return True
+
+
+def creation_time(files: Sequence[Path], default: float) -> float:
+    """When the earliest of ``files`` was created, as far as the file system tells (birth time, else mtime)."""
+    stamps = []
+    for path in files:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        stamps.append(getattr(st, "st_birthtime", None) or st.st_mtime)
+    return min(stamps) if stamps else default
+
+
+# -- attempts -------------------------------------------------------------------------------------------
+
+def passes_before(entry: dict[str, Any], attempt: int) -> int:
+    """How many attempts before ``attempt`` passed (the first-attempt allowance ends with the first)."""
+    return sum(1 for a in entry.get("attempts", []) if a.get("passed") and int(a["attempt"]) < attempt)
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of one timed check of an item, as the plugin saw it."""
+
+    passed: bool
+    score: int | None
+    axes_failed: tuple[str, ...]
+    elapsed_min: float
+    allowed_min: float
+    target_min: int
+    over_time: bool
+    misses: tuple[str, ...] = ()
+
+
+def record_check(entry: dict[str, Any], running: Clock, check: Check, now: float) -> dict[str, Any]:
+    """Fold one check into the record of the running attempt (created on its first check)."""
+    attempts: list[dict[str, Any]] = entry.setdefault("attempts", [])
+    record = attempts[-1] if attempts and attempts[-1].get("attempt") == running.attempt else None
+    if record is None:
+        record = {"attempt": running.attempt, "start": iso(running.start), "end": None, "elapsed_min": None,
+                  "allowed_min": check.allowed_min, "target_min": check.target_min, "passed": False,
+                  "score": None, "axes_failed": [], "over_time": False, "checks": 0, "hints": 0, "misses": []}
+        attempts.append(record)
+    record["checks"] = int(record.get("checks", 0)) + 1
+    record["hints"] = max(int(record.get("hints", 0) or 0), running.hints)
+    if not record.get("passed"):
+        record.update(end=iso(now), elapsed_min=round(check.elapsed_min, 2), allowed_min=check.allowed_min,
+                      over_time=check.over_time, passed=check.passed)
+    record.update(score=check.score, axes_failed=list(check.axes_failed))
+    record["misses"] = list(dict.fromkeys([*record.get("misses", []), *check.misses]))
+    return record
+
+
+# -- summaries ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ItemProgress:
+    """What ``mlcanon list`` and ``mlcanon plan`` need to know about one item."""
+
+    attempts: int = 0
+    passes: int = 0
+    best_min: float | None = None
+    last_score: int | None = None
+    last_passed: bool | None = None
+    last_end: float | None = None
+    due: float | None = None
+    streak: int = 0
+    running: Clock | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.attempts > 0
+
+
+def summarize(entry: dict[str, Any]) -> ItemProgress:
+    """Attempts, passes, best time, last score and the next review date of one item's entry."""
+    records = [a for a in entry.get("attempts", []) if isinstance(a, dict)]
+    if not records:
+        return ItemProgress(running=clock(entry))
+    passed = [a for a in records if a.get("passed")]
+    times = [float(a["elapsed_min"]) for a in passed if isinstance(a.get("elapsed_min"), (int, float))]
+    last = records[-1]
+    streak = 0
+    for record in reversed(records):
+        if not record.get("passed"):
+            break
+        streak += 1
+    last_end = _timestamp(last.get("end"))
+    if last_end is None:
+        due = None
+    elif not last.get("passed") or last.get("over_time"):
+        due = last_end + RETRY_DAYS * DAY_S
+    else:
+        due = last_end + REVIEW_DAYS[min(streak, len(REVIEW_DAYS)) - 1] * DAY_S
+    score = last.get("score")
+    return ItemProgress(
+        attempts=len(records), passes=len(passed), best_min=min(times) if times else None,
+        last_score=int(score) if isinstance(score, int) else None, last_passed=bool(last.get("passed")),
+        last_end=last_end, due=due, streak=streak, running=clock(entry),
+    )
+
+
+def format_due(due: float | None, now: float) -> str:
+    """``new`` (never checked), ``now`` (due or overdue), else the date it comes back."""
+    if due is None:
+        return "new"
+    if due <= now:
+        return "now"
+    return datetime.fromtimestamp(due).strftime("%Y-%m-%d")
+
+
+def format_minutes(minutes: float | None) -> str:
+    return "-" if minutes is None else f"{minutes:.1f}"
+
+
+# -- time stamps ----------------------------------------------------------------------------------------
+
+def iso(epoch: float) -> str:
+    """Local ISO-8601 time with its UTC offset, to the second (what the state files store)."""
+    return datetime.fromtimestamp(epoch).astimezone().isoformat(timespec="seconds")
+
+
+def _timestamp(value: Any) -> float | None:
+    """Epoch seconds from an ISO-8601 string or a number (hand edits may use either)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def now() -> float:
+    """The current time; one place to read it, so tests can pin it."""
+    return time.time()
