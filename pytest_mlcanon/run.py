@@ -41,6 +41,13 @@ def tests_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
+def in_canon(item: catalog.Item) -> bool:
+    """True when the installed canon has the item's reference modules and test files."""
+    refs, tests = redirect.reference_dir(), tests_dir()
+    return all((refs / f).is_file() for f in item.module_files) and all(
+        (tests / name).is_file() for name in item.test_files)
+
+
 @dataclass
 class ItemState:
     """What the run knows about one selected item before the rubric scores it."""
@@ -70,10 +77,13 @@ class CanonRun:
     # -- before collection -------------------------------------------------------------------------
     def prepare(self) -> None:
         """Decide per item: not attempted, import error, no tests, or ready to run."""
-        available = tests_dir()
         for state in self.states.values():
             item = state.item
             state.files = self.impl.files(item)
+            if not in_canon(item):
+                state.status = "no tests"
+                state.error = "the canon has no reference tests for this item yet"
+                continue
             missing = self.impl.missing_modules(item)
             if missing:
                 state.status = "not attempted"
@@ -84,10 +94,6 @@ class CanonRun:
                                                    item.slug)
             if state.error:
                 state.status = "not implemented yet"
-                continue
-            if not all((available / name).is_file() for name in item.test_files):
-                state.status = "no tests"
-                state.error = "the canon has no reference tests for this item yet"
                 continue
             state.error = self._import_error(item)
             if state.error:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mlcanon import catalog, redirect
+from pytest_mlcanon import catalog
 from pytest_mlcanon import run as canon_run
 
 IMPLS = Path(__file__).parent / "impls"
@@ -31,9 +31,7 @@ def _items_of(variant: Path) -> list[catalog.Item]:
 
 
 def _items_with_tests() -> list[catalog.Item]:
-    refs, tests = redirect.reference_dir(), canon_run.tests_dir()
-    return [i for i in catalog.all_items()
-            if all((refs / f).is_file() for f in i.module_files) and all((tests / f).is_file() for f in i.test_files)]
+    return [i for i in catalog.all_items() if canon_run.in_canon(i)]
 
 
 @pytest.mark.parametrize("variant", _variants(), ids=lambda p: p.name)
