@@ -1,0 +1,254 @@
+"""Reference tests for canon #43: the VAE, its closed-form KL and the reparameterisation trick."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.distributions import Normal, kl_divergence
+
+from canon_refs.generative import vae
+from pytest_mlcanon.testing import TOL, randn
+
+pytestmark = pytest.mark.canon("generative/vae")
+
+D_IN = 16
+TRAIN_STEPS = 300
+MAX_LOSS_RATIO = 0.7  # loss falls by >= 30%; the reference's ratio is 0.40-0.42 on seeds 0-4
+
+
+def make_prototype_bits(n: int, seed: int, d: int = D_IN, k: int = 4, flip: float = 0.05):
+    """``n`` binary ``d``-vectors: one of ``k`` random prototypes with each bit flipped with prob. ``flip``."""
+    g = torch.Generator().manual_seed(seed)
+    prototypes = (torch.rand(k, d, generator=g) < 0.5).float()
+    labels = torch.randint(0, k, (n,), generator=g)
+    flips = (torch.rand(n, d, generator=g) < flip).float()
+    return (prototypes[labels] + flips) % 2, labels
+
+
+def full_data_loss(model: vae.VAE, X: torch.Tensor) -> float:
+    """The eval-mode (z = mu) loss on the whole data set; the model's mode is restored."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        x_logits, mu, logvar = model(X)
+        loss = vae.vae_loss(X, x_logits, mu, logvar)["loss"].item()
+    model.train(was_training)
+    return loss
+
+
+# --- KL ------------------------------------------------------------------------------------------------
+
+
+def test_gaussian_kl_closed_forms():
+    zero = torch.zeros(3, 5, dtype=torch.float64)
+    kl = vae.gaussian_kl(zero, zero)
+    assert kl.shape == (3,) and kl.dtype == torch.float64
+    assert torch.equal(kl, torch.zeros(3, dtype=torch.float64))
+    one = vae.gaussian_kl(torch.ones(1, dtype=torch.float64), torch.zeros(1, dtype=torch.float64))
+    assert one.shape == () and abs(one.item() - 0.5) <= TOL.EXACT64.atol
+    wide = vae.gaussian_kl(torch.zeros(1, dtype=torch.float64), torch.full((1,), math.log(4.0), dtype=torch.float64))
+    assert abs(wide.item() - 0.8068528194400547) <= TOL.EXACT64.atol
+
+
+def test_gaussian_kl_sums_over_latent_dims():
+    mu = torch.tensor([[1.0, 0.0, 2.0], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    logvar = torch.tensor([[0.0, math.log(4.0), 0.0], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    kl = vae.gaussian_kl(mu, logvar)
+    torch.testing.assert_close(kl, torch.tensor([0.5 + 0.8068528194400547 + 2.0, 0.0], dtype=torch.float64),
+                               **TOL.EXACT64.kw())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_gaussian_kl_matches_torch_distributions(dtype):
+    mu = randn(6, 4, seed=1, dtype=dtype)
+    logvar = randn(6, 4, seed=2, dtype=dtype)
+    want = kl_divergence(Normal(mu, torch.exp(0.5 * logvar)), Normal(torch.zeros_like(mu), torch.ones_like(mu))).sum(-1)
+    got = vae.gaussian_kl(mu, logvar)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
+
+
+# --- the reparameterisation trick ----------------------------------------------------------------------------
+
+
+def test_reparameterized_draws_have_the_right_moments():
+    n = 100_000
+    mu = torch.tensor([0.5, -2.0, 3.0], dtype=torch.float64)
+    var = torch.tensor([1.0, 4.0, 0.25], dtype=torch.float64)
+    gen = torch.Generator().manual_seed(0)
+    z = vae.reparameterize(mu.expand(n, 3), var.log().expand(n, 3), generator=gen)
+    assert z.shape == (n, 3) and z.dtype == torch.float64
+    se_mean = (var / n).sqrt()
+    se_var = var * math.sqrt(2.0 / (n - 1))
+    assert ((z.mean(0) - mu).abs() <= 4 * se_mean).all(), f"means {z.mean(0)} vs {mu}"
+    assert ((z.var(0) - var).abs() <= 4 * se_var).all(), f"variances {z.var(0)} vs {var}"
+
+
+def test_reparameterize_uses_the_generator():
+    mu, logvar = torch.zeros(4, 3), torch.zeros(4, 3)
+    a = vae.reparameterize(mu, logvar, generator=torch.Generator().manual_seed(5))
+    b = vae.reparameterize(mu, logvar, generator=torch.Generator().manual_seed(5))
+    c = vae.reparameterize(mu, logvar, generator=torch.Generator().manual_seed(6))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_reparameterization_gradients_are_exact():
+    mu = randn(5, 3, seed=3, dtype=torch.float64, requires_grad=True)
+    logvar = randn(5, 3, seed=4, dtype=torch.float64, requires_grad=True)
+    z = vae.reparameterize(mu, logvar, generator=torch.Generator().manual_seed(1))
+    sigma = torch.exp(0.5 * logvar.detach())
+    eps = (z.detach() - mu.detach()) / sigma  # the drawn noise, read back from the sample
+    weights = randn(5, 3, seed=5, dtype=torch.float64)
+    (z * weights).sum().backward()
+    torch.testing.assert_close(mu.grad, weights, **TOL.EXACT64.kw())  # dz/dmu = 1
+    torch.testing.assert_close(logvar.grad, weights * 0.5 * sigma * eps, atol=1e-12, rtol=1e-12)
+
+
+# --- the loss ---------------------------------------------------------------------------------------------
+
+
+def test_vae_loss_bce_and_mse_written_out():
+    x = (randn(4, 6, seed=6) > 0).double()
+    logits = randn(4, 6, seed=7, dtype=torch.float64)
+    mu = randn(4, 3, seed=8, dtype=torch.float64)
+    logvar = randn(4, 3, seed=9, dtype=torch.float64)
+    kl = 0.5 * (mu**2 + logvar.exp() - 1 - logvar).sum(-1).mean()
+    p = torch.sigmoid(logits)
+    bce = -(x * torch.log(p) + (1 - x) * torch.log1p(-p)).sum(-1).mean()
+    out = vae.vae_loss(x, logits, mu, logvar, beta=2.5)
+    assert set(out) == {"loss", "recon", "kl"}
+    assert all(v.shape == () for v in out.values())
+    torch.testing.assert_close(out["recon"], bce, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(out["kl"], kl, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(out["loss"], bce + 2.5 * kl, atol=1e-12, rtol=1e-12)
+    mse = vae.vae_loss(x, logits, mu, logvar, recon="mse")
+    torch.testing.assert_close(mse["recon"], (p - x).pow(2).sum(-1).mean(), atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(mse["loss"], mse["recon"] + kl, atol=1e-12, rtol=1e-12)
+    zero_beta = vae.vae_loss(x, logits, mu, logvar, beta=0.0)
+    torch.testing.assert_close(zero_beta["loss"], bce, atol=1e-12, rtol=1e-12)
+
+
+def test_vae_loss_gradients_match_finite_differences():
+    x = (randn(3, 4, seed=10) > 0).double()
+    logits = randn(3, 4, seed=11, dtype=torch.float64, requires_grad=True)
+    mu = randn(3, 2, seed=12, dtype=torch.float64, requires_grad=True)
+    logvar = randn(3, 2, seed=13, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b, c: vae.vae_loss(x, a, b, c, beta=0.7)["loss"], (logits, mu, logvar))
+
+
+@pytest.mark.numerics_probe
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bce_is_finite_for_logits_of_1e4(dtype):
+    x = torch.tensor([[1.0, 0.0, 1.0, 0.0]], dtype=dtype)
+    logits = torch.tensor([[1e4, -1e4, -1e4, 1e4]], dtype=dtype, requires_grad=True)
+    mu, logvar = torch.zeros(1, 2, dtype=dtype), torch.zeros(1, 2, dtype=dtype)
+    out = vae.vae_loss(x, logits, mu, logvar)
+    assert torch.isfinite(out["loss"])
+    assert out["recon"].item() == pytest.approx(2e4, rel=1e-6)  # two confidently wrong bits of 1e4 nats
+    out["loss"].backward()
+    assert torch.isfinite(logits.grad).all()
+
+
+@pytest.mark.numerics_probe
+def test_logvar_of_30_keeps_the_loss_finite():
+    x = (randn(2, 4, seed=14) > 0).float()
+    logits = randn(2, 4, seed=15, requires_grad=True)
+    mu = randn(2, 3, seed=16, requires_grad=True)
+    logvar = torch.tensor([[30.0, -30.0, 0.0], [-30.0, 30.0, 30.0]], requires_grad=True)
+    out = vae.vae_loss(x, logits, mu, logvar)
+    z = vae.reparameterize(mu, logvar, generator=torch.Generator().manual_seed(0))
+    assert torch.isfinite(out["loss"]) and torch.isfinite(z).all()
+    (out["loss"] + z.sum()).backward()
+    assert torch.isfinite(logvar.grad).all() and torch.isfinite(mu.grad).all()
+
+
+# --- the model -----------------------------------------------------------------------------------------
+
+
+def test_model_shapes_and_modes():
+    torch.manual_seed(0)
+    model = vae.VAE(D_IN, d_hidden=32, d_latent=5)
+    x = (torch.rand(7, D_IN) < 0.5).float()
+    mu, logvar = model.encode(x)
+    assert mu.shape == (7, 5) and logvar.shape == (7, 5)
+    assert model.decode(mu).shape == (7, D_IN)
+    model.train()
+    x_logits, mu_t, logvar_t = model(x)
+    assert x_logits.shape == (7, D_IN)
+    torch.testing.assert_close(mu_t, mu)
+    assert not torch.allclose(x_logits, model.decode(mu)), "train mode must sample z"
+    model.eval()
+    first, mu_e, _ = model(x)
+    second, _, _ = model(x)
+    assert torch.equal(first, second), "eval-mode forward must be deterministic"
+    torch.testing.assert_close(first, model.decode(mu_e), **TOL.TORCH_OP.kw())
+
+
+def test_training_gradient_reaches_the_encoder():
+    torch.manual_seed(1)
+    model = vae.VAE(D_IN)
+    x, _ = make_prototype_bits(8, seed=3)
+    x_logits, mu, logvar = model(x)
+    mu.retain_grad()
+    logvar.retain_grad()
+    vae.vae_loss(x, x_logits, mu, logvar)["recon"].backward()  # recon alone reaches the encoder only via z
+    assert mu.grad is not None and mu.grad.abs().sum() > 0
+    assert logvar.grad is not None and logvar.grad.abs().sum() > 0, "logvar must get a gradient through the sample"
+    for name, param in model.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, f"{name} gets no gradient"
+
+
+def test_loss_falls_on_noisy_prototypes():
+    X, _ = make_prototype_bits(512, seed=0)
+    torch.manual_seed(0)
+    model = vae.VAE(D_IN, d_hidden=64, d_latent=8)
+    before = full_data_loss(model, X)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    gen = torch.Generator().manual_seed(0)
+    losses = []
+    for _ in range(TRAIN_STEPS):
+        idx = torch.randint(0, len(X), (64,), generator=gen)
+        x_logits, mu, logvar = model(X[idx])
+        out = vae.vae_loss(X[idx], x_logits, mu, logvar)
+        opt.zero_grad()
+        out["loss"].backward()
+        opt.step()
+        losses.append(out["loss"].item())
+    assert all(math.isfinite(v) for v in losses)
+    after = full_data_loss(model, X)
+    assert after <= MAX_LOSS_RATIO * before, f"loss {before:.3f} -> {after:.3f} after {TRAIN_STEPS} steps"
+    assert sum(losses[-20:]) / 20 < sum(losses[:20]) / 20
+    model.eval()
+    with torch.no_grad():
+        assert torch.equal(model(X[:16])[0], model(X[:16])[0])
+
+
+# --- errors ---------------------------------------------------------------------------------------------
+
+
+def test_errors():
+    x = torch.zeros(3, 4)
+    logits = torch.zeros(3, 4)
+    mu, logvar = torch.zeros(3, 2), torch.zeros(3, 2)
+    with pytest.raises(ValueError, match="beta"):
+        vae.vae_loss(x, logits, mu, logvar, beta=-0.1)
+    with pytest.raises(ValueError, match="recon"):
+        vae.vae_loss(x, logits, mu, logvar, recon="l1")
+    with pytest.raises(ValueError, match="x_logits"):
+        vae.vae_loss(x, torch.zeros(3, 5), mu, logvar)
+    with pytest.raises(ValueError, match="logvar"):
+        vae.vae_loss(x, logits, mu, torch.zeros(3, 3))
+    with pytest.raises(ValueError, match="mu"):
+        vae.vae_loss(x, logits, torch.zeros(2, 2), torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="logvar"):
+        vae.gaussian_kl(mu, torch.zeros(3, 3))
+    with pytest.raises(ValueError, match="logvar"):
+        vae.reparameterize(mu, torch.zeros(2, 2))
+    model = vae.VAE(4)
+    with pytest.raises(ValueError, match="d_in"):
+        model(torch.zeros(3, 5))
+    with pytest.raises(ValueError, match="d_latent"):
+        vae.VAE(4, d_latent=0)

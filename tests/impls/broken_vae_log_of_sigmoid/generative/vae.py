@@ -1,0 +1,166 @@
+"""Broken VAE (canon #43), mistake: the Bernoulli reconstruction is written as
+``-(x log sigmoid(l) + (1 - x) log(1 - sigmoid(l)))``; ``sigmoid(-1e4)`` rounds to 0 and its log is
+``-inf``, so confident logits give an infinite loss and NaN gradients. Caught by the numerics probe
+test_bce_is_finite_for_logits_of_1e4.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["VAE", "gaussian_kl", "reparameterize", "vae_loss"]
+
+_RECON = ("bce", "mse")
+
+
+def _check_pair(mu: Tensor, logvar: Tensor) -> None:
+    """Raise ``ValueError`` unless ``mu`` and ``logvar`` are floating ``(B, z)`` or ``(z,)`` of one shape."""
+    if not isinstance(mu, Tensor) or not mu.is_floating_point() or mu.ndim not in (1, 2):
+        raise ValueError("mu must be a floating tensor of shape (B, z) or (z,)")
+    if not isinstance(logvar, Tensor) or logvar.shape != mu.shape:
+        shape = tuple(logvar.shape) if isinstance(logvar, Tensor) else type(logvar).__name__
+        raise ValueError(f"logvar must have the shape of mu {tuple(mu.shape)}, got {shape}")
+
+
+def gaussian_kl(mu: Tensor, logvar: Tensor) -> Tensor:
+    """``KL(N(mu, diag(sigma^2)) || N(0, I)) = 1/2 sum_z (mu^2 + sigma^2 - 1 - log sigma^2)``.
+
+    Args:
+        mu: ``(B, z)`` (or ``(z,)``) means.
+        logvar: log-variances ``log sigma^2``, same shape as ``mu``.
+
+    Returns:
+        ``(B,)`` (or ``()``) KL per example, summed over the latent dims, in the dtype of ``mu``.
+
+    Raises:
+        ValueError: ``mu`` not floating 1-D/2-D, or ``logvar`` of another shape.
+
+    Source: Kingma & Welling, "Auto-Encoding Variational Bayes" (2014), Appendix B.
+    """
+    _check_pair(mu, logvar)
+    return 0.5 * (mu.pow(2) + logvar.exp() - 1.0 - logvar).sum(dim=-1)     # (B,) | ()
+
+
+def reparameterize(mu: Tensor, logvar: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """Draw ``z = mu + exp(logvar / 2) * eps``, ``eps ~ N(0, I)``, differentiably in ``mu`` and ``logvar``.
+
+    Args:
+        mu: ``(B, z)`` (or ``(z,)``) means.
+        logvar: log-variances, same shape.
+        generator: source of ``eps``; ``None`` uses torch's global RNG.
+
+    Returns:
+        ``(B, z)`` sample in the dtype of ``mu``; ``dz/dmu = 1``, ``dz/dlogvar = sigma * eps / 2``.
+
+    Raises:
+        ValueError: ``mu`` not floating 1-D/2-D, or ``logvar`` of another shape.
+
+    Source: Kingma & Welling (2014), Sec. 2.4 (the reparameterisation trick).
+    """
+    _check_pair(mu, logvar)
+    eps = torch.randn(mu.shape, generator=generator, dtype=mu.dtype, device=mu.device)  # (B, z) | (z,)
+    return mu + torch.exp(0.5 * logvar) * eps
+
+
+def vae_loss(x: Tensor, x_logits: Tensor, mu: Tensor, logvar: Tensor, beta: float = 1.0,
+             recon: Literal["bce", "mse"] = "bce") -> dict[str, Tensor]:
+    """The negative ELBO (with a ``beta`` weight on the KL): ``recon + beta * kl``.
+
+    Args:
+        x: ``(B, d_in)`` targets; in [0, 1] for ``"bce"``.
+        x_logits: ``(B, d_in)`` decoder logits.
+        mu, logvar: ``(B, z)`` posterior parameters of the same batch.
+        beta: KL weight (>= 0; 1 is the ELBO, > 1 the beta-VAE).
+        recon: ``"bce"`` = ``binary_cross_entropy_with_logits(x_logits, x)``; ``"mse"`` = squared error
+            between ``sigmoid(x_logits)`` and ``x``.
+
+    Returns:
+        ``{"loss", "recon", "kl"}``, each ``()``: the reconstruction summed over features and the KL
+        summed over latent dims, both averaged over the batch.
+
+    Raises:
+        ValueError: ``beta < 0`` (or not finite), unknown ``recon``, ``x`` and ``x_logits`` of different
+        shapes or not 2-D, ``mu``/``logvar`` not ``(B, z)`` for the same ``B``.
+
+    Source: Kingma & Welling (2014), Eq. 10; Higgins et al., "beta-VAE" (2017).
+    """
+    if not (math.isfinite(beta) and beta >= 0):
+        raise ValueError(f"beta must be finite and >= 0, got {beta}")
+    if recon not in _RECON:
+        raise ValueError(f"recon must be one of {_RECON}, got {recon!r}")
+    if not isinstance(x, Tensor) or x.ndim != 2:
+        raise ValueError("x must be a 2-D (B, d_in) tensor")
+    if not isinstance(x_logits, Tensor) or x_logits.shape != x.shape:
+        raise ValueError(f"x_logits must have the shape of x {tuple(x.shape)}")
+    _check_pair(mu, logvar)
+    if mu.ndim != 2 or mu.shape[0] != x.shape[0]:
+        raise ValueError(f"mu must be (B, z) with B = {x.shape[0]} like x, got {tuple(mu.shape)}")
+    target = x.to(x_logits.dtype)
+    if recon == "bce":
+        p = torch.sigmoid(x_logits)
+        per_feature = -(target * torch.log(p) + (1 - target) * torch.log(1 - p))  # (B, d_in)
+    else:
+        per_feature = (torch.sigmoid(x_logits) - target).pow(2)            # (B, d_in)
+    recon_loss = per_feature.sum(dim=-1).mean()                            # ()
+    kl = gaussian_kl(mu, logvar).mean()                                    # ()
+    return {"loss": recon_loss + beta * kl, "recon": recon_loss, "kl": kl}
+
+
+class VAE(nn.Module):
+    """MLP VAE: ``x -> Linear -> ReLU -> (mu, logvar)``; ``z -> Linear -> ReLU -> Linear -> logits``.
+
+    Args:
+        d_in: data width (>= 1).
+        d_hidden: hidden width of the encoder and the decoder (>= 1).
+        d_latent: latent width ``z`` (>= 1).
+
+    ``forward`` maps ``(B, d_in)`` to ``(x_logits (B, d_in), mu (B, z), logvar (B, z))``; it samples ``z``
+    with :func:`reparameterize` (global RNG) in train mode and uses ``z = mu`` in eval mode.
+
+    Raises:
+        ValueError: in ``__init__`` a width < 1; in ``encode``/``forward`` an ``x`` that is not
+        ``(B, d_in)``; in ``decode`` a ``z`` that is not ``(B, d_latent)``.
+
+    Source: Kingma & Welling (2014), Appendix C.2 (Gaussian encoder, Bernoulli decoder).
+    """
+
+    def __init__(self, d_in: int, d_hidden: int = 64, d_latent: int = 8) -> None:
+        super().__init__()
+        for name, value in (("d_in", d_in), ("d_hidden", d_hidden), ("d_latent", d_latent)):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        self.d_in = d_in
+        self.d_latent = d_latent
+        self.enc = nn.Linear(d_in, d_hidden)
+        self.mu_head = nn.Linear(d_hidden, d_latent)
+        self.logvar_head = nn.Linear(d_hidden, d_latent)
+        self.dec_hidden = nn.Linear(d_latent, d_hidden)
+        self.dec_out = nn.Linear(d_hidden, d_in)
+
+    def encode(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """``(B, d_in) -> mu (B, z), logvar (B, z)``."""
+        if not isinstance(x, Tensor) or x.ndim != 2 or x.shape[-1] != self.d_in:
+            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ValueError(f"x must have shape (B, d_in) with d_in = {self.d_in}, got {shape}")
+        h = F.relu(self.enc(x))                                            # (B, d_h)
+        mu = self.mu_head(h)                                               # (B, z)
+        logvar = self.logvar_head(h)                                       # (B, z)
+        return mu, logvar
+
+    def decode(self, z: Tensor) -> Tensor:
+        """``(B, z) -> (B, d_in)`` Bernoulli logits (apply ``sigmoid`` for probabilities)."""
+        if not isinstance(z, Tensor) or z.ndim != 2 or z.shape[-1] != self.d_latent:
+            raise ValueError(f"z must have shape (B, d_latent) with d_latent = {self.d_latent}")
+        h = F.relu(self.dec_hidden(z))                                     # (B, d_h)
+        return self.dec_out(h)                                             # (B, d_in)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(B, d_in) -> (x_logits (B, d_in), mu (B, z), logvar (B, z))``; ``z`` sampled only in train mode."""
+        mu, logvar = self.encode(x)                                        # (B, z), (B, z)
+        z = reparameterize(mu, logvar) if self.training else mu            # (B, z)
+        return self.decode(z), mu, logvar
