@@ -7,12 +7,14 @@ they do not depend on #33/#34; the #33 tests use the real ``KVCache``.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
 
 from canon_refs.transformer import attention, kv_cache, masks, multihead
-from pytest_mlcanon.testing import TOL, copy_linear, randn
+from pytest_mlcanon.testing import TOL, copy_linear, low_precision_dtype, randn
 
 B, T, D, H = 2, 5, 16, 4
 
@@ -423,6 +425,21 @@ class TestKVCache:
             outs.append(module(x[:, t:t + 1], is_causal=True, kv_cache=cache))
         return torch.cat(outs, dim=1)
 
+    @pytest.mark.numerics_probe
+    def test_half_precision_cached_decoding_is_finite_and_close(self):
+        dtype = low_precision_dtype()
+        if dtype is None:
+            pytest.skip("neither float16 nor bfloat16 kernels on this CPU")
+        m = _mha().eval()
+        x = randn(B, 9, D, seed=1)
+        with torch.no_grad():
+            full = m(x, is_causal=True)
+            low = copy.deepcopy(m).to(dtype)
+            steps = self._decode_in_steps(low, x.to(dtype), self._cache(max_len=9, dtype=dtype), prefill=5)
+        assert steps.dtype == dtype and torch.isfinite(steps).all()
+        tol = TOL.LOW_PRECISION
+        torch.testing.assert_close(steps.float(), full, atol=tol.atol, rtol=tol.rtol)
+
     def test_buffers_are_preallocated(self):
         cache = kv_cache.KVCache(2, 3, 4, 10, dtype=torch.float64)
         assert cache.k.shape == (2, 3, 10, 4) and cache.v.shape == (2, 3, 10, 4)
@@ -449,7 +466,7 @@ class TestKVCache:
         torch.testing.assert_close(steps, full, **TOL.COMPOSITE.kw())
 
     def test_cached_decoding_with_grouped_query_attention(self):
-        gqa = pytest.importorskip("canon_refs.llm.gqa", reason="#35 not written yet")
+        from canon_refs.llm import gqa
         torch.manual_seed(0)
         m = gqa.GroupedQueryAttention(D, H, 2).eval()
         x = randn(B, 9, D, seed=1)
@@ -539,8 +556,7 @@ class TestKVCache:
 
     @pytest.mark.parametrize("pos", ["learned", "rope"])
     def test_gpt_greedy_generation_with_cache_equals_without(self, pos):
-        gpt = pytest.importorskip("canon_refs.transformer.gpt", reason="#31 not written yet")
-        generation = pytest.importorskip("canon_refs.transformer.generation", reason="#32 not written yet")
+        from canon_refs.transformer import generation, gpt
         torch.manual_seed(0)
         config = gpt.GPTConfig(vocab_size=13, max_seq_len=24, d_model=32, n_heads=4, n_layers=2, pos=pos)
         model = gpt.GPT(config).eval()

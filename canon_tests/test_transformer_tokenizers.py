@@ -216,6 +216,7 @@ def test_encoded_training_text_is_not_longer_than_its_bytes() -> None:
 
 
 @pytest.mark.edge_case
+@pytest.mark.numerics_probe
 def test_decode_of_a_partial_character_is_a_replacement_not_an_error() -> None:
     tok = bpe.BPETokenizer()
     assert tok.decode([0xE2]) == "\ufffd"  # first byte of a three-byte character
