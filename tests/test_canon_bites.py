@@ -1,53 +1,89 @@
 """Every reference test must bite, and every reference must pass its own rubric.
 
-* ``tests/impls/alt_*``: an alternative correct implementation; all tests of its items pass.
-* ``tests/impls/broken_*``: one classic mistake; at least one test of its items fails.
-* every canon item that has reference tests: the references pass them and score 5/5.
-
-Each variant directory holds only the modules it replaces; the redirect falls back to the
-references for everything else.
+* ``tests/impls/alt_<name>/``: an alternative correct implementation, laid out like the canon;
+  all tests of its items pass.
+* ``tests/impls/broken_<name>.diff``: one classic mistake, as a patch against the reference (its
+  header names the mistake and the test that catches it); at least one test of its items fails.
+  The patch is applied to a copy of the item's reference modules, so a broken variant never goes
+  stale when the reference is reworded, and fails loudly when the code it patches has changed.
+* every canon item that has a reference: the reference passes its tests and scores 5/5.
 """
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from pytest_mlcanon import catalog
+from pytest_mlcanon import catalog, redirect
 from pytest_mlcanon import run as canon_run
 
 IMPLS = Path(__file__).parent / "impls"
+PATCHED_FILE = re.compile(r"^\+\+\+ b/(\S+)\.py$", re.MULTILINE)
 
 
-def _variants() -> list[Path]:
-    return sorted(p for p in IMPLS.iterdir() if p.is_dir() and p.name.startswith(("alt_", "broken_"))) if IMPLS.is_dir() else []
+def _alternatives() -> list[Path]:
+    return sorted(p for p in IMPLS.glob("alt_*") if p.is_dir())
 
 
-def _items_of(variant: Path) -> list[catalog.Item]:
-    modules = ["/".join(p.relative_to(variant).with_suffix("").parts) for p in variant.rglob("*.py")]
+def _mistakes() -> list[Path]:
+    return sorted(IMPLS.glob("broken_*.diff"))
+
+
+def _items_of_modules(modules: list[str]) -> list[catalog.Item]:
     found = {item.number: item for m in modules for item in catalog.items_for_module(m)}
     return [found[n] for n in sorted(found)]
 
 
+def _run_variant(pytester: pytest.Pytester, impl: Path, items: list[catalog.Item]) -> tuple[pytest.RunResult, int]:
+    assert items, f"{impl.name} holds no canon module"
+    selector = ",".join(str(i.number) for i in items)
+    result = pytester.runpytest(f"--canon-item={selector}", f"--impl={impl}", "-q", "-p", "no:cacheprovider")
+    outcomes = result.parseoutcomes()
+    return result, outcomes.get("failed", 0) + outcomes.get("errors", 0) + outcomes.get("error", 0)
+
+
+def apply_mistake(diff: Path, into: Path) -> list[catalog.Item]:
+    """Copy the reference modules of the items the patch touches into ``into``, apply it, and
+    return those items. Raises CalledProcessError when the patch no longer applies."""
+    modules = PATCHED_FILE.findall(diff.read_text())
+    items = _items_of_modules(modules)
+    for module in {m for item in items for m in item.modules}:
+        target = into / f"{module}.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(redirect.reference_dir() / f"{module}.py", target)
+    subprocess.run(["git", "apply", "--whitespace=nowarn", str(diff.resolve())], cwd=into, check=True,
+                   capture_output=True, text=True)
+    return items
+
+
+@pytest.mark.parametrize("variant", _alternatives(), ids=lambda p: p.name)
+def test_alternative_passes(pytester: pytest.Pytester, variant: Path) -> None:
+    modules = ["/".join(p.relative_to(variant).with_suffix("").parts) for p in variant.rglob("*.py")]
+    result, failed = _run_variant(pytester, variant, _items_of_modules(modules))
+    assert result.ret == 0 and failed == 0, f"alternative {variant.name} must pass:\n{result.stdout.str()[-3000:]}"
+    assert result.parseoutcomes().get("passed", 0) > 0
+
+
+@pytest.mark.parametrize("mistake", _mistakes(), ids=lambda p: p.stem)
+def test_mistake_is_caught(pytester: pytest.Pytester, mistake: Path, tmp_path: Path) -> None:
+    impl = tmp_path / mistake.stem
+    items = apply_mistake(mistake, impl)
+    result, failed = _run_variant(pytester, impl, items)
+    assert failed > 0, f"{mistake.name} passed every test: the tests do not catch its mistake"
+
+
+def test_every_mistake_names_what_catches_it() -> None:
+    for diff in _mistakes():
+        header = diff.read_text().split("\n--- a/", 1)[0]
+        assert len(header.split()) >= 8, f"{diff.name}: say what the mistake is and which test catches it"
+
+
 def _items_with_tests() -> list[catalog.Item]:
     return [i for i in catalog.all_items() if canon_run.in_canon(i)]
-
-
-@pytest.mark.parametrize("variant", _variants(), ids=lambda p: p.name)
-def test_variant(pytester: pytest.Pytester, variant: Path) -> None:
-    items = _items_of(variant)
-    assert items, f"{variant.name} holds no canon module"
-    selector = ",".join(str(i.number) for i in items)
-    result = pytester.runpytest(f"--canon-item={selector}", f"--impl={variant}", "-q", "-p", "no:cacheprovider",
-                                "-p", "no:randomly")
-    outcomes = result.parseoutcomes()
-    failed = outcomes.get("failed", 0) + outcomes.get("errors", 0) + outcomes.get("error", 0)
-    if variant.name.startswith("alt_"):
-        assert result.ret == 0 and failed == 0, f"alternative {variant.name} must pass:\n{result.stdout.str()[-3000:]}"
-        assert outcomes.get("passed", 0) > 0
-    else:
-        assert failed > 0, f"broken {variant.name} passed every test: the tests do not catch its mistake"
 
 
 @pytest.mark.parametrize("item", _items_with_tests(), ids=lambda i: i.slug)

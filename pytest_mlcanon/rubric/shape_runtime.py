@@ -84,8 +84,8 @@ def shape_of(value: Any) -> tuple[str, tuple[int, ...] | int] | None:
         return None
     if isinstance(value, (int, float)):
         return "scalar", ()
-    if isinstance(value, list):
-        return "list", len(value)
+    if isinstance(value, (list, tuple)):
+        return "list", len(value)  # chunk/split return tuples; `list[N]` states their length
     return None
 
 

@@ -1,0 +1,385 @@
+"""Reference tests for #54, the reward model with a pairwise head (canon-spec #54; numbers from seed 001,
+pair layout from seed 002). The backbone is the tiny GPT of #31."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from canon_refs.posttrain import reward_model
+from canon_refs.transformer import gpt
+from pytest_mlcanon.testing import TOL, assert_low_precision_matches, randn
+
+pytestmark = pytest.mark.canon("posttrain/reward_model")
+
+# Seed 001, "bt": P(chosen > rejected) for reward gaps 0.5, 1, 2, 4; the 75% win rate inverts to ln 3.
+BT_DELTAS = [0.5, 1.0, 2.0, 4.0]
+BT_PROBS = [0.6224593312018546, 0.7310585786300049, 0.8807970779778824, 0.9820137900379085]
+LN3 = 1.0986122886681098
+LN2 = 0.6931471805599453
+
+VOCAB = 16
+PAD_ID = 0
+MARK = 7  # the fixture's chosen side contains token 7, the rejected side never does
+TRAIN_SEED = 0
+TRAIN_STEPS = 200
+MIN_HELD_OUT_ACCURACY = 0.9  # the reference reaches 1.000 on seeds 0-4 (untrained: 0.45-0.57); 1.2-2.0 s CPU
+
+
+def _close(value, expected, atol: float = TOL.EXACT64.atol) -> None:
+    got = torch.as_tensor(value, dtype=torch.float64)
+    want = torch.as_tensor(expected, dtype=torch.float64)
+    torch.testing.assert_close(got, want, atol=atol, rtol=0.0)
+
+
+def _tiny_gpt(seed: int = 0, n_layers: int = 1) -> gpt.GPT:
+    torch.manual_seed(seed)
+    return gpt.GPT(gpt.GPTConfig(vocab_size=VOCAB, max_seq_len=16, d_model=16, n_heads=2, n_layers=n_layers))
+
+
+def _tiny_reward_model(seed: int = 0) -> reward_model.RewardModel:
+    rm = reward_model.RewardModel.from_gpt(_tiny_gpt(seed))
+    with torch.no_grad():  # a non-zero bias so that "bias gets no gradient" is not trivially true
+        rm.head.bias.fill_(0.3)
+    return rm
+
+
+def _preference_pairs(n: int, gen: torch.Generator) -> tuple[list[list[int]], list[list[int]]]:
+    """``n`` pairs of random sequences of length 3-10 over ids 1..15 without 7; token 7 is then written
+    at a random position of each chosen sequence. Lengths of the two sides are drawn independently."""
+    allowed = torch.tensor([t for t in range(1, VOCAB) if t != MARK])
+    chosen, rejected = [], []
+    for _ in range(n):
+        len_c = int(torch.randint(3, 11, (1,), generator=gen))
+        len_r = int(torch.randint(3, 11, (1,), generator=gen))
+        c = allowed[torch.randint(0, len(allowed), (len_c,), generator=gen)]
+        c[int(torch.randint(0, len_c, (1,), generator=gen))] = MARK
+        r = allowed[torch.randint(0, len(allowed), (len_r,), generator=gen)]
+        chosen.append(c.tolist())
+        rejected.append(r.tolist())
+    return chosen, rejected
+
+
+# --- Bradley-Terry probability and its inverse ---------------------------------------------------------
+
+
+def test_bradley_terry_table_from_seed():
+    probs = reward_model.bradley_terry_prob(torch.tensor(BT_DELTAS, dtype=torch.float64), 0.0)
+    assert probs.shape == (4,) and probs.dtype == torch.float64
+    _close(probs, BT_PROBS)
+    for delta, expected in zip(BT_DELTAS, BT_PROBS):
+        scalar = reward_model.bradley_terry_prob(delta, 0.0)
+        assert scalar.dtype == torch.float64
+        _close(scalar, expected)
+
+
+def test_bradley_terry_depends_on_the_gap_only():
+    chosen = torch.tensor([2.5, -3.0, 10.0, 0.25], dtype=torch.float64)
+    rejected = chosen - torch.tensor(BT_DELTAS, dtype=torch.float64)
+    _close(reward_model.bradley_terry_prob(chosen, rejected), BT_PROBS, atol=1e-15)
+    # the two orderings are complementary
+    _close(reward_model.bradley_terry_prob(rejected, chosen), [1.0 - p for p in BT_PROBS], atol=1e-15)
+
+
+def test_bradley_terry_keeps_float32_and_broadcasts():
+    chosen = randn(3, 1, seed=1)
+    rejected = randn(1, 4, seed=2)
+    probs = reward_model.bradley_terry_prob(chosen, rejected)
+    assert probs.shape == (3, 4) and probs.dtype == torch.float32
+    torch.testing.assert_close(probs, torch.sigmoid(chosen - rejected), **TOL.TORCH_OP.kw())
+
+
+def test_logit_of_three_to_one_is_ln3():
+    _close(reward_model.logit(0.75), LN3, atol=1e-15)
+    _close(reward_model.logit(0.75), math.log(3.0), atol=1e-15)
+    round_trip = reward_model.logit(torch.tensor(BT_PROBS, dtype=torch.float64))
+    _close(round_trip, BT_DELTAS, atol=1e-12)
+    _close(reward_model.logit(0.5), 0.0)
+
+
+@pytest.mark.edge_case
+@pytest.mark.parametrize("p", [0.0, 1.0, float("nan"), float("inf"), -0.25, 1.5])
+def test_logit_rejects_values_outside_the_open_interval(p):
+    with pytest.raises(ValueError, match="p"):
+        reward_model.logit(p)
+    with pytest.raises(ValueError, match="p"):
+        reward_model.logit(torch.tensor([0.5, p], dtype=torch.float64))
+
+
+@pytest.mark.numerics_probe
+def test_sigmoid_saturates_exactly_without_overflow():
+    up = reward_model.bradley_terry_prob(1000.0, 0.0)
+    down = reward_model.bradley_terry_prob(-1000.0, 0.0)
+    assert up.item() == 1.0 and down.item() == 0.0
+    wide = reward_model.bradley_terry_prob(torch.tensor([1e4, -1e4, 0.0]), torch.zeros(3))
+    assert torch.isfinite(wide).all()
+    assert wide.tolist() == [1.0, 0.0, 0.5]
+
+
+# --- pairwise loss ----------------------------------------------------------------------------------------
+
+
+def test_equal_rewards_give_ln2_and_a_shared_constant_changes_nothing():
+    rewards = randn(6, seed=3, dtype=torch.float64)
+    _close(reward_model.pairwise_loss(rewards, rewards.clone()), LN2)
+    chosen = randn(6, seed=4, dtype=torch.float64)
+    base = reward_model.pairwise_loss(chosen, rewards)
+    for shift in (-7.5, 3.0, 100.0):
+        _close(reward_model.pairwise_loss(chosen + shift, rewards + shift), base, atol=1e-12)
+
+
+def test_pairwise_loss_is_mean_negative_log_sigmoid_with_its_gradient():
+    chosen = randn(5, seed=5, dtype=torch.float64, requires_grad=True)
+    rejected = randn(5, seed=6, dtype=torch.float64, requires_grad=True)
+    loss = reward_model.pairwise_loss(chosen, rejected)
+    assert loss.shape == () and loss.dtype == torch.float64
+    delta = (chosen - rejected).detach()
+    _close(loss, (-F.logsigmoid(delta)).mean())
+    loss.backward()
+    _close(chosen.grad, -torch.sigmoid(-delta) / 5)
+    _close(rejected.grad, torch.sigmoid(-delta) / 5)
+
+
+def test_pairwise_loss_on_the_seed_gaps():
+    chosen = torch.tensor(BT_DELTAS, dtype=torch.float64)
+    loss = reward_model.pairwise_loss(chosen, torch.zeros(4, dtype=torch.float64))
+    _close(loss, sum(-math.log(p) for p in BT_PROBS) / 4)
+
+
+def test_margin_is_subtracted_from_the_gap():
+    chosen = randn(4, seed=7, dtype=torch.float64)
+    rejected = randn(4, seed=8, dtype=torch.float64)
+    margin = torch.tensor([0.0, 0.5, 1.0, 2.0], dtype=torch.float64)
+    got = reward_model.pairwise_loss(chosen, rejected, margin)
+    _close(got, (-F.logsigmoid(chosen - rejected - margin)).mean())
+    _close(got, reward_model.pairwise_loss(chosen - margin, rejected))
+    assert float(got) > float(reward_model.pairwise_loss(chosen, rejected))  # a margin only makes it harder
+
+
+@pytest.mark.numerics_probe
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_pairwise_loss_at_extreme_gaps_is_finite(dtype):
+    zeros = torch.zeros(1, dtype=dtype)
+    right = torch.tensor([1e4], dtype=dtype, requires_grad=True)
+    wrong = torch.tensor([-1e4], dtype=dtype, requires_grad=True)
+    easy = reward_model.pairwise_loss(right, zeros)
+    hard = reward_model.pairwise_loss(wrong, zeros)
+    assert torch.isfinite(easy) and torch.isfinite(hard)
+    assert float(easy.detach()) == pytest.approx(0.0, abs=1e-30)
+    assert float(hard.detach()) == pytest.approx(1e4, rel=1e-6)
+    (easy + hard).backward()
+    assert torch.isfinite(right.grad).all() and torch.isfinite(wrong.grad).all()
+    assert float(wrong.grad) == pytest.approx(-1.0, abs=1e-6)  # saturated wrong pair: slope -1
+    assert float(right.grad) == pytest.approx(0.0, abs=1e-30)
+
+
+@pytest.mark.numerics_probe
+def test_low_precision_probe():
+    chosen = randn(8, seed=9) * 3
+    rejected = randn(8, seed=10) * 3
+    assert_low_precision_matches(reward_model.pairwise_loss, chosen, rejected)
+    assert_low_precision_matches(reward_model.bradley_terry_prob, chosen, rejected)
+    half = reward_model.pairwise_loss(chosen.half(), rejected.half())
+    assert half.dtype == torch.float16
+
+
+@pytest.mark.edge_case
+def test_pairwise_loss_errors():
+    good = torch.zeros(3)
+    with pytest.raises(ValueError, match="reward_chosen"):
+        reward_model.pairwise_loss(torch.zeros(4), good)
+    with pytest.raises(ValueError, match="reward_chosen"):
+        reward_model.pairwise_loss(torch.zeros(3, 1), torch.zeros(3, 1))
+    with pytest.raises(ValueError, match="reward_rejected"):
+        reward_model.pairwise_loss(good, torch.tensor([0.0, float("nan"), 1.0]))
+    with pytest.raises(ValueError, match="reward_chosen"):
+        reward_model.pairwise_loss(torch.tensor([0.0, float("inf"), 1.0]), good)
+    with pytest.raises(ValueError, match="margin"):
+        reward_model.pairwise_loss(good, good, margin=torch.zeros(2))
+    with pytest.raises(ValueError, match="margin"):
+        reward_model.pairwise_loss(good, good, margin=torch.zeros(3, 1))
+
+
+def test_pair_accuracy_counts_ties_as_wrong():
+    chosen = torch.tensor([1.0, 2.0, 3.0, 0.5])
+    rejected = torch.tensor([0.0, 2.0, 4.0, -0.5])
+    acc = reward_model.pair_accuracy(chosen, rejected)
+    assert isinstance(acc, float) and acc == 0.5
+    assert reward_model.pair_accuracy(chosen, chosen) == 0.0
+    with pytest.raises(ValueError, match="reward_chosen"):
+        reward_model.pair_accuracy(torch.zeros(2), torch.zeros(3))
+
+
+# --- pooling index and collation -------------------------------------------------------------------------
+
+
+def test_last_token_index_of_right_padded_rows():
+    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
+    idx = reward_model.last_token_index(mask)
+    assert idx.shape == (3,) and idx.dtype == torch.long
+    assert idx.tolist() == [2, 0, 3]
+    assert torch.equal(reward_model.last_token_index(mask.bool()), idx)
+
+
+@pytest.mark.edge_case
+def test_last_token_index_rejects_an_empty_row():
+    with pytest.raises(ValueError, match="attention_mask"):
+        reward_model.last_token_index(torch.tensor([[1, 1, 0], [0, 0, 0]]))
+    with pytest.raises(ValueError, match="attention_mask"):
+        reward_model.last_token_index(torch.ones(3, dtype=torch.long))
+
+
+def test_collate_pairs_pads_each_side_to_its_own_longest_row():
+    batch = reward_model.collate_pairs([[1, 2, 3], [4, 5]], [[6], [7, 8, 9, 10]], pad_id=0)
+    assert set(batch) == {"chosen_ids", "chosen_mask", "rejected_ids", "rejected_mask"}
+    assert batch["chosen_ids"].shape == (2, 3) and batch["chosen_mask"].shape == (2, 3)
+    assert batch["rejected_ids"].shape == (2, 4) and batch["rejected_mask"].shape == (2, 4)
+    assert batch["chosen_ids"].dtype == torch.long and batch["rejected_ids"].dtype == torch.long
+    assert batch["chosen_ids"].tolist() == [[1, 2, 3], [4, 5, 0]]
+    assert batch["chosen_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert batch["rejected_ids"].tolist() == [[6, 0, 0, 0], [7, 8, 9, 10]]
+    assert batch["rejected_mask"].tolist() == [[1, 0, 0, 0], [1, 1, 1, 1]]
+    assert reward_model.last_token_index(batch["rejected_mask"]).tolist() == [0, 3]
+    other_pad = reward_model.collate_pairs([[1, 2, 3], [4, 5]], [[6], [7, 8, 9, 10]], pad_id=15)
+    assert other_pad["chosen_ids"].tolist() == [[1, 2, 3], [4, 5, 15]]
+
+
+@pytest.mark.edge_case
+def test_collate_pairs_errors():
+    with pytest.raises(ValueError, match="chosen"):
+        reward_model.collate_pairs([[1, 2], [3]], [[4]], pad_id=0)
+    with pytest.raises(ValueError, match="rejected"):
+        reward_model.collate_pairs([[1, 2]], [[]], pad_id=0)
+
+
+# --- the reward model on the GPT of #31 --------------------------------------------------------------
+
+
+def test_forward_shape_and_last_token_pooling():
+    rm = _tiny_reward_model()
+    batch = reward_model.collate_pairs([[1, 2, 3, 4], [5, 6]], [[9], [3, 3, 3]], pad_id=PAD_ID)
+    rewards = rm(batch["chosen_ids"], batch["chosen_mask"])
+    assert rewards.shape == (2,) and rewards.dtype == torch.float32
+    hidden = rm.backbone.hidden_states(batch["chosen_ids"], attention_mask=batch["chosen_mask"])
+    manual = rm.head(torch.stack([hidden[0, 3], hidden[1, 1]])).squeeze(-1)
+    torch.testing.assert_close(rewards, manual, **TOL.TORCH_OP.kw())
+    assert isinstance(rm.head, torch.nn.Linear) and rm.head.weight.shape == (1, 16)
+
+
+def test_from_gpt_copies_the_backbone():
+    policy = _tiny_gpt()
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    rm = reward_model.RewardModel.from_gpt(policy)
+    assert rm.backbone is not policy
+    policy_ptrs = {p.data_ptr() for p in policy.parameters()}
+    assert not any(p.data_ptr() in policy_ptrs for p in rm.parameters())
+    ids = torch.tensor([[1, 2, 3]])
+    reward_model.pairwise_loss(rm(ids, torch.ones_like(ids)), rm(ids.flip(1), torch.ones_like(ids))).backward()
+    with torch.no_grad():
+        for p in rm.parameters():
+            p.add_(1.0)
+    for key, value in policy.state_dict().items():
+        assert torch.equal(value, before[key]), f"from_gpt shares {key} with the policy"
+
+
+@pytest.mark.edge_case
+def test_padding_and_pad_contents_do_not_change_the_reward():
+    rm = _tiny_reward_model()
+    row = [3, 9, 7, 1, 12]
+    alone = rm(torch.tensor([row]), torch.ones(1, 5, dtype=torch.long))
+    gen = torch.Generator().manual_seed(11)
+    for pad_len in (1, 4):
+        for pad in (PAD_ID, 5):
+            ids = torch.tensor([row + [pad] * pad_len])
+            mask = torch.tensor([[1] * 5 + [0] * pad_len])
+            torch.testing.assert_close(rm(ids, mask), alone, atol=1e-5, rtol=0.0)
+        ids = torch.cat([torch.tensor([row]), torch.randint(0, VOCAB, (1, pad_len), generator=gen)], dim=1)
+        torch.testing.assert_close(rm(ids, mask), alone, atol=1e-5, rtol=0.0)
+    # inside a batch next to a longer row
+    batch = reward_model.collate_pairs([row, [4, 4, 4, 4, 4, 4, 4, 4]], [[1], [2]], pad_id=PAD_ID)
+    rewards = rm(batch["chosen_ids"], batch["chosen_mask"])
+    torch.testing.assert_close(rewards[:1], alone, atol=1e-5, rtol=0.0)
+
+
+def test_token_identical_pairs_carry_no_signal():
+    rm = _tiny_reward_model()
+    seqs = [[1, 2, 3, 4], [5, 6], [7, 8, 9]]
+    batch = reward_model.collate_pairs(seqs, [list(s) for s in seqs], pad_id=PAD_ID)
+    loss = reward_model.pairwise_loss(rm(batch["chosen_ids"], batch["chosen_mask"]),
+                                      rm(batch["rejected_ids"], batch["rejected_mask"]))
+    assert abs(float(loss.detach()) - LN2) <= 1e-6
+    loss.backward()
+    for name, p in rm.named_parameters():
+        assert p.grad is not None, f"{name} received no gradient"
+        assert float(p.grad.abs().max()) <= 1e-7, f"{name} has gradient {float(p.grad.abs().max()):.2e}"
+
+
+def test_head_bias_gets_no_gradient_from_pairs():
+    rm = _tiny_reward_model()
+    batch = reward_model.collate_pairs([[1, 7, 3], [7, 2]], [[4, 5, 6, 8], [2]], pad_id=PAD_ID)
+    loss = reward_model.pairwise_loss(rm(batch["chosen_ids"], batch["chosen_mask"]),
+                                      rm(batch["rejected_ids"], batch["rejected_mask"]))
+    loss.backward()
+    assert float(rm.head.weight.grad.abs().max()) > 0
+    assert float(rm.head.bias.grad.abs().max()) <= 1e-7
+
+
+@pytest.mark.edge_case
+def test_batch_of_one_and_single_token_rows():
+    rm = _tiny_reward_model()
+    reward = rm(torch.tensor([[5]]), torch.tensor([[1]]))
+    assert reward.shape == (1,) and torch.isfinite(reward).all()
+
+
+@pytest.mark.edge_case
+def test_forward_errors():
+    rm = _tiny_reward_model()
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    with pytest.raises(ValueError, match="attention_mask"):
+        rm(ids, torch.ones(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="attention_mask"):
+        rm(ids, torch.tensor([[1, 1, 1], [0, 0, 0]]))
+
+
+@pytest.mark.edge_case
+def test_train_reward_model_validates_before_training():
+    rm = _tiny_reward_model()
+    batch = reward_model.collate_pairs([[1, 7]], [[2, 3]], pad_id=PAD_ID)
+    before = [p.clone() for p in rm.parameters()]
+    with pytest.raises(ValueError, match="steps"):
+        reward_model.train_reward_model(rm, [batch], steps=0)
+    with pytest.raises(ValueError, match="lr"):
+        reward_model.train_reward_model(rm, [batch], lr=-1.0)
+    with pytest.raises(ValueError, match="batches"):
+        reward_model.train_reward_model(rm, [])
+    with pytest.raises(ValueError, match="batches"):
+        reward_model.train_reward_model(rm, [batch, {"chosen_ids": batch["chosen_ids"]}], steps=3)
+    assert all(torch.equal(a, b) for a, b in zip(before, rm.parameters()))
+
+
+def test_trained_reward_model_prefers_token_7_on_held_out_pairs():
+    rm = reward_model.RewardModel.from_gpt(_tiny_gpt(TRAIN_SEED))
+    gen = torch.Generator().manual_seed(1000 + TRAIN_SEED)
+    batches = [reward_model.collate_pairs(*_preference_pairs(16, gen), pad_id=PAD_ID) for _ in range(8)]
+    held_out = reward_model.collate_pairs(*_preference_pairs(256, torch.Generator().manual_seed(5000)), PAD_ID)
+
+    def held_out_accuracy() -> float:
+        with torch.no_grad():
+            return reward_model.pair_accuracy(rm(held_out["chosen_ids"], held_out["chosen_mask"]),
+                                              rm(held_out["rejected_ids"], held_out["rejected_mask"]))
+
+    before = held_out_accuracy()
+    history = reward_model.train_reward_model(rm, batches, steps=TRAIN_STEPS, lr=1e-3, seed=TRAIN_SEED)
+    assert set(history) >= {"losses", "accuracies"}
+    assert len(history["losses"]) == TRAIN_STEPS and len(history["accuracies"]) == TRAIN_STEPS
+    assert all(math.isfinite(x) for x in history["losses"])
+    assert all(0.0 <= a <= 1.0 for a in history["accuracies"])
+    assert abs(history["losses"][0] - LN2) < 0.05  # a fresh head scores both sides about equally
+    assert sum(history["losses"][-10:]) / 10 < 0.1
+    rm.eval()
+    after = held_out_accuracy()
+    assert before < 0.75
+    assert after >= MIN_HELD_OUT_ACCURACY, f"held-out pair accuracy {after:.3f} < {MIN_HELD_OUT_ACCURACY}"
