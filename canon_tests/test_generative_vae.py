@@ -6,7 +6,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch.distributions import Normal, kl_divergence
 
 from canon_refs.generative import vae

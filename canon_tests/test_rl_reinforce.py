@@ -71,7 +71,7 @@ def test_grad_log_prob_matches_finite_differences(seed):
     for action in range(5):
         g = reinforce.grad_log_prob(z, action)
         assert abs(g.sum()) < 1e-14
-        assert_grad_matches(lambda: _log_softmax(z)[action], z, g)
+        assert_grad_matches(lambda action=action: _log_softmax(z)[action], z, g)
 
 
 def test_softmax_rows_and_shift_invariance():

@@ -128,8 +128,8 @@ class TimedRun:
                                over_time=timing.over, misses=tuple(misses))
         record = progress.record_check(current.entry(score.slug), running, check, self.now)
         misslog.upsert(current, score.number, score.slug, running.attempt, None, list(record["misses"]), self.now)
-        return (f"#{score.number} {score.slug} attempt {running.attempt}: the file does not import "
-                f"({timing.elapsed_min:.1f} min in); logged in .mlcanon/{misslog.MISSLOG_FILE}")
+        return (f"#{score.number} {score.slug} attempt {running.attempt}: could not run ({score.error}) at "
+                f"{timing.elapsed_min:.1f} min; logged in .mlcanon/{misslog.MISSLOG_FILE}")
 
     def _record_one(self, current: progress.Session, score: ItemScore, outcomes: Sequence[Outcome]) -> str:
         timing = self._timings[score.slug]

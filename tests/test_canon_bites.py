@@ -49,21 +49,30 @@ def _run_variant(pytester: pytest.Pytester, impl: Path, items: list[catalog.Item
 def apply_mistake(diff: Path, into: Path) -> list[catalog.Item]:
     """Copy the reference modules of the items the patch touches into ``into``, apply it, and
     return those items. Raises CalledProcessError when the patch no longer applies."""
-    modules = PATCHED_FILE.findall(diff.read_text())
-    items = _items_of_modules(modules)
-    for module in {m for item in items for m in item.modules}:
-        target = into / f"{module}.py"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(redirect.reference_dir() / f"{module}.py", target)
+    items = _with_references(PATCHED_FILE.findall(diff.read_text()), into)
     subprocess.run(["git", "apply", "--whitespace=nowarn", str(diff.resolve())], cwd=into, check=True,
                    capture_output=True, text=True)
     return items
 
 
+def _with_references(modules: list[str], into: Path) -> list[catalog.Item]:
+    """Copy every reference module of the items ``modules`` belong to into ``into``: a variant
+    then holds only the modules it replaces, even for items of several modules (#40, #45, #57)."""
+    items = _items_of_modules(modules)
+    for module in {m for item in items for m in item.modules}:
+        target = into / f"{module}.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(redirect.reference_dir() / f"{module}.py", target)
+    return items
+
+
 @pytest.mark.parametrize("variant", _alternatives(), ids=lambda p: p.name)
-def test_alternative_passes(pytester: pytest.Pytester, variant: Path) -> None:
+def test_alternative_passes(pytester: pytest.Pytester, variant: Path, tmp_path: Path) -> None:
     modules = ["/".join(p.relative_to(variant).with_suffix("").parts) for p in variant.rglob("*.py")]
-    result, failed = _run_variant(pytester, variant, _items_of_modules(modules))
+    impl = tmp_path / variant.name
+    items = _with_references(modules, impl)
+    shutil.copytree(variant, impl, dirs_exist_ok=True)
+    result, failed = _run_variant(pytester, impl, items)
     assert result.ret == 0 and failed == 0, f"alternative {variant.name} must pass:\n{result.stdout.str()[-3000:]}"
     assert result.parseoutcomes().get("passed", 0) > 0
 

@@ -9,16 +9,20 @@ import pytest
 from pytest_mlcanon import cli
 
 
-def test_list_shows_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_shows_the_catalog(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     assert cli.main(["list"]) == 0
-    out = capsys.readouterr().out
-    assert out.count("\n") == 62  # header, rule, sixty rows
-    assert "posttrain/dpo" in out and "DPO loss" in out
+    table, blocks = capsys.readouterr().out.split("\n\n")
+    assert table.count("\n") == 61  # header, rule, sixty rows
+    assert "posttrain/dpo" in table and " 15 " in table
+    assert blocks.count("\n") == 10  # header, rule, eight blocks
 
 
 def test_list_selection_and_unknown_item(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["list", "block:4"]) == 0
-    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]] == ["35", "36", "37", "38"]
+    table = capsys.readouterr().out.split("\n\n")[0]
+    assert [line.split()[0] for line in table.splitlines()[2:]] == ["35", "36", "37", "38"]
     assert cli.main(["list", "nope"]) == 2
     assert "unknown canon item 'nope'" in capsys.readouterr().err
 

@@ -200,7 +200,7 @@ class GridWorld:
             ``R`` ``(S, A)`` float64, the expected immediate reward of taking ``a`` in ``s``. The goal
             (and every wall cell, which is unreachable) is absorbing with reward 0.
         """
-        S, A = self.n_states, self.n_actions
+        S = self.n_states
         intended = np.eye(S)[self.next_state]                                # (S, A, S)
         slipped = intended.mean(axis=1, keepdims=True)                       # (S, 1, S)
         P = (1.0 - self.slip) * intended + self.slip * slipped               # (S, A, S)

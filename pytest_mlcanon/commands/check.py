@@ -1,5 +1,9 @@
-"""``mlcanon check ITEMS [--impl PATH] [pytest args...]``: run the items' reference tests and the
-rubric against your files, i.e. ``pytest --canon-item=ITEMS``."""
+"""``mlcanon check ITEM [--practice PATH] [--strict] [pytest args...]``: run the item's reference
+tests and the rubric against your practice file, timed: ``pytest --canon-item=ITEM
+--impl=practice --timed``. Shows the rubric table and the time against the target, records the
+attempt in .mlcanon/progress.json and, when something went wrong, names the misses in
+.mlcanon/misslog.md. ``--strict`` is ``--timed=strict``: running over time then fails API fluency.
+Extra arguments go to pytest (``-x``, ``-k``, ``-q``). The item must have been drilled first."""
 
 from __future__ import annotations
 
@@ -7,15 +11,33 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("check", help="run an item's tests and the rubric (pytest --canon-item)",
+    parser = sub.add_parser("check", help="run an item's tests and the rubric against your practice file, timed",
                             description=__doc__)
-    parser.add_argument("items")
-    parser.add_argument("--impl", default=None, help="learner directory (default: discovered)")
+    parser.add_argument("items", metavar="ITEM", help="a slug, a number, or a selector naming drilled items")
+    parser.add_argument("--practice", "--impl", dest="practice", default=None, metavar="PATH",
+                        help="practice directory (default: practice)")
+    parser.add_argument("--strict", action="store_true", help="count running over time against API fluency")
     parser.set_defaults(func=run, passthrough=True)
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from pathlib import Path
+
+    from pytest_mlcanon import drill, progress
+    from pytest_mlcanon.state import StateError
+
+    root = Path.cwd()
+    try:
+        items = drill.select(args.items)
+        sandbox = drill.Sandbox.at(root, args.practice, must_exist=True)
+        current = progress.snapshot(root)
+        for item in items:
+            sandbox.require_checkable(item, current)
+    except (drill.DrillError, StateError) as exc:
+        return drill.fail("check", exc)
+    drill.warn(current.warnings)
     import pytest
 
-    argv = [f"--canon-item={args.items}", *([f"--impl={args.impl}"] if args.impl else []), *extra]
-    return int(pytest.main(argv))
+    selector = ",".join(item.slug for item in items)
+    timed = "--timed=strict" if args.strict else "--timed"
+    return int(pytest.main([f"--canon-item={selector}", f"--impl={sandbox.practice}", timed, *extra]))

@@ -18,6 +18,7 @@ as its source text and a validated ``ast`` expression, so the runtime checker ca
 from __future__ import annotations
 
 import ast
+import keyword
 from dataclasses import dataclass
 
 ELLIPSIS = "..."
@@ -183,11 +184,20 @@ class _Parser:
         return Dim(text, _dim_expr(text, self))
 
 
+_KEYWORD_PREFIX = "__kw_"
+
+
 def _dim_expr(text: str, parser: _Parser) -> ast.expr:
+    # Dim names may be Python keywords (the spec writes `(out, in)`): parse them under another name.
+    escaped = " ".join(_KEYWORD_PREFIX + tok if keyword.iskeyword(tok) else tok
+                       for tok in text.replace("(", " ( ").replace(")", " ) ").split())
     try:
-        expr = ast.parse(text, mode="eval").body
+        expr = ast.parse(escaped, mode="eval").body
     except SyntaxError:
         raise parser.error(f"dimension {text!r} is not NAME, INT or an expression of them") from None
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name) and node.id.startswith(_KEYWORD_PREFIX):
+            node.id = node.id[len(_KEYWORD_PREFIX):]
     for node in ast.walk(expr):
         if isinstance(node, ast.BinOp):
             if not isinstance(node.op, _OPS):

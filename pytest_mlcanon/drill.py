@@ -1,0 +1,181 @@
+"""The sandbox loop behind ``mlcanon stubs``, ``drill``, ``check`` and ``reset``.
+
+The practice directory (``practice/`` by default, laid out ``<area>/<module>.py``) holds the files
+the learner writes. ``drill`` writes a fresh stub and starts the clock; ``reset`` writes the clean
+stub back and stops the clock. Neither silently destroys work: a file that is no longer a plain
+stub is first copied to ``.mlcanon/attempts/<time>/<area>/<module>.py``, where it waits for the
+seed's "diff your attempt against the reference" step, out of sight of the next blank-file attempt.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_mlcanon import catalog, progress, stubs
+from pytest_mlcanon.state import state_dir
+
+DEFAULT_PRACTICE = "practice"
+ATTEMPTS_DIR = "attempts"
+
+
+class DrillError(ValueError):
+    """Bad input for a drill command; the message is the one line the CLI prints."""
+
+
+def fail(command: str, message: object) -> int:
+    """Print ``mlcanon COMMAND: message`` on stderr and return the bad-input exit status, 2."""
+    print(f"mlcanon {command}: {message}", file=sys.stderr)
+    return 2
+
+
+def warn(warnings: list[str]) -> None:
+    """Report state warnings (a corrupt file backed up, a migration) on stderr, one line each."""
+    for warning in warnings:
+        print(f"mlcanon: warning: {warning}", file=sys.stderr)
+
+
+def select(selector: str, *, single: bool = False) -> list[catalog.Item]:
+    """The items a selector names; DrillError (with the catalog's suggestions) otherwise."""
+    try:
+        items = list(catalog.select(selector))
+    except catalog.UnknownItemError as exc:
+        raise DrillError(str(exc)) from None
+    if single and len(items) != 1:
+        raise DrillError(f"{selector!r} names {len(items)} items; drill one at a time (a slug or a number)")
+    return items
+
+
+@dataclass(frozen=True)
+class Written:
+    """One practice file a drill or reset (re)wrote, and where the work it replaced was kept."""
+
+    path: Path
+    action: str  # "written" (new), "refreshed" (was a stub) or "replaced" (work archived first)
+    archived: Path | None = None
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The learner repo (the current directory) and its practice directory."""
+
+    root: Path
+    practice: Path
+
+    @classmethod
+    def at(cls, root: Path, practice: str | None, *, must_exist: bool) -> Sandbox:
+        """The sandbox of ``root``; with ``must_exist``, a missing practice directory is a DrillError."""
+        path = (root / (practice or DEFAULT_PRACTICE)).expanduser()
+        if path.exists() and not path.is_dir():
+            raise DrillError(f"practice path {practice or DEFAULT_PRACTICE!r} is a file, not a directory")
+        if must_exist and not path.is_dir():
+            raise DrillError(
+                f"no practice directory at {relative(root, path)}/: `mlcanon drill ITEM` creates it "
+                "(`mlcanon stubs` fills it), or pass --practice PATH")
+        return cls(root, path)
+
+    def show(self, path: Path) -> str:
+        """``path`` relative to the repo when it is inside it."""
+        return relative(self.root, path)
+
+    def file(self, module: str) -> Path:
+        return self.practice / f"{module}.py"
+
+    # -- stubs ----------------------------------------------------------------------------------------
+    def require_drillable(self, item: catalog.Item) -> None:
+        """A DrillError unless the installed canon has the item's references and tests."""
+        from pytest_mlcanon.run import tests_dir
+
+        missing = [m for m in item.modules if stubs.reference_file(m) is None]
+        if missing:
+            raise DrillError(
+                f"{item.label} has no reference in this version of the canon yet ({', '.join(missing)}), so "
+                f"there is no stub or test to drill against; `mlcanon hint {item.slug}` still works")
+        if not all((tests_dir() / name).is_file() for name in item.test_files):
+            raise DrillError(f"{item.label} has no reference tests in this version of the canon yet")
+
+    def fresh_stub(self, item: catalog.Item, now: float, *, keep_work: bool = False) -> list[Written]:
+        """Write the clean stub of each of the item's modules; work already there is archived first.
+
+        With ``keep_work``, files that hold work are left alone instead (``mlcanon stubs``).
+        """
+        written = []
+        for module in item.modules:
+            path = self.file(module)
+            archived = None
+            if path.exists():
+                if stubs.unimplemented(path) or _same_text(path, stubs.stub_source(module)):
+                    action = "refreshed"
+                elif keep_work:
+                    written.append(Written(path, "kept"))
+                    continue
+                else:
+                    archived = self.archive(path, module, now)
+                    action = "replaced"
+            else:
+                action = "written"
+            stubs.write_stub(self.practice, module)
+            written.append(Written(path, action, archived))
+        return written
+
+    def archive(self, path: Path, module: str, now: float) -> Path:
+        """Copy a practice file with work in it to ``.mlcanon/attempts/<time>/<module>.py``."""
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+        target = state_dir(self.root) / ATTEMPTS_DIR / stamp / f"{module}.py"
+        counter = 1
+        while target.exists():
+            counter += 1
+            target = state_dir(self.root) / ATTEMPTS_DIR / f"{stamp}-{counter}" / f"{module}.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+        return target
+
+    # -- checks ---------------------------------------------------------------------------------------
+    def require_checkable(self, item: catalog.Item, current: progress.Session) -> None:
+        """A DrillError unless the item was drilled (its clock runs) and its files exist."""
+        entry = current.peek(item.slug)
+        if progress.clock(entry) is None:
+            if entry.get("attempts"):
+                raise DrillError(f"{item.label} was reset since its last attempt: start a new one with "
+                                 f"`mlcanon drill {item.slug}`")
+            raise DrillError(f"{item.label} has not been drilled yet: `mlcanon drill {item.slug}` writes the stub "
+                             "and starts the clock, then check it")
+        for module in item.modules:
+            if not self.file(module).is_file():
+                raise DrillError(f"{self.show(self.file(module))} does not exist: `mlcanon drill {item.slug}` "
+                                 "writes a fresh stub")
+
+
+def drillable(item: catalog.Item) -> bool:
+    """True when the installed canon has the item's references and reference tests."""
+    from pytest_mlcanon.run import in_canon
+
+    return in_canon(item)
+
+
+def relative(root: Path, path: Path) -> str:
+    """``path`` relative to ``root`` when it is inside it, else as given."""
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _same_text(path: Path, text: str) -> bool:
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def shared_with(item: catalog.Item) -> list[catalog.Item]:
+    """Other items implemented in one of this item's modules (their stub is rewritten too)."""
+    others: dict[int, catalog.Item] = {}
+    for module in item.modules:
+        for other in catalog.items_for_module(module):
+            if other.number != item.number:
+                others[other.number] = other
+    return [others[n] for n in sorted(others)]
