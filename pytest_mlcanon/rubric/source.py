@@ -52,7 +52,10 @@ def load(path: Path, display: str | None = None) -> Source:
 
 @lru_cache(maxsize=256)
 def _parse(digest: str, raw: bytes) -> tuple[str, ast.Module, dict[int, str], dict[str, str]]:
-    text = raw.decode("utf-8", errors="replace")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"the file is not UTF-8 ({exc.reason} at byte {exc.start})") from exc
     try:
         tree = ast.parse(text)
     except SyntaxError as exc:

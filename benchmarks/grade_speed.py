@@ -1,0 +1,153 @@
+"""Benchmark of ``mlcanon grade`` (issue 8, "Speed"): a runnable script, not a unit test.
+
+It grades copies of the good learner's DPO (one small item) and prints:
+
+* the marginal cost of one submission: one worker grades N submissions in a row; the cost is the
+  time between the first and the last job's completion divided by N - 1, so the batch's fixed
+  start-up (the zygote importing torch and the reference run) is not in it. Target: <= 0.5 s.
+* 40 submissions on 2 workers against the bound 1.2 x (40 x marginal / 2). The jobs phase (from
+  the first job's start to the last job's end) is what the bound is about; the batch total with
+  its one-off start-up is printed beside it.
+
+Wall times on a shared machine include other processes' load, so the CPU seconds per job (from
+the kernel's accounting of each child) are printed too, beside the floor: the item's own reference
+tests run by plain ``pytest --canon-item`` in a process forked from a warm one (what any grader
+that runs the tests must pay), so the grader's own share of a job is the difference.
+
+    python benchmarks/grade_speed.py [--item posttrain/dpo] [--marginal-n 10] [--batch-n 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pytest_mlcanon import catalog
+from pytest_mlcanon.grade import batch, config
+from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult
+
+REPO = Path(__file__).resolve().parents[1]
+GOOD = REPO / "examples" / "learners" / "good"
+TARGET_MARGINAL_S = 0.5
+BOUND_FACTOR = 1.2
+
+
+def make_class(root: Path, item: catalog.Item, count: int) -> Path:
+    folder = root / f"class-{count}"
+    for n in range(count):
+        for module in item.modules:
+            target = folder / f"student{n:03d}" / f"{module}.py"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(GOOD / f"{module}.py", target)
+    return folder
+
+
+def timed_batch(folder: Path, item: str, workers: int) -> tuple[Gradebook, float, list[tuple[float, ItemResult]]]:
+    settings = config.from_table({"items": item, "workers": workers, "seed": 7,
+                                  "limits": {"wall_s": 120, "test_timeout_s": 30}}, source="benchmark")
+    done: list[tuple[float, ItemResult]] = []
+    started = time.monotonic()
+    book = batch.grade(folder, settings, progress=False, on_result=lambda _, cell: done.append((time.monotonic(),
+                                                                                                 cell)))
+    total = time.monotonic() - started
+    bad = [c.verdict for _, c in done if c.status != "scored" or c.score != 5]
+    if bad:
+        sys.exit(f"grade_speed: the good learner did not score 5/5: {bad[:3]}")
+    return book, total, done
+
+
+def floor_cpu(item: catalog.Item, runs: int = 3) -> float:
+    """CPU seconds of the item's tests on the good learner, plain pytest, forked from a warm process
+    (run in a fresh interpreter so this one stays torch-free); the median of ``runs``."""
+    out = subprocess.run([sys.executable, __file__, "--floor-child", item.slug, str(runs)], check=True,
+                         capture_output=True, text=True).stdout
+    return float(out.split()[-1])
+
+
+def _floor_child(slug: str, runs: int) -> None:
+    import contextlib
+    import gc
+    import io
+
+    import pytest
+    import torch
+
+    from pytest_mlcanon.grade import child, zygote
+
+    torch.set_num_threads(1)
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    zygote._cache_assertion_rewrites()  # noqa: SLF001 - the same warm state a zygote has
+    with tempfile.TemporaryDirectory() as tmp:
+        ini = Path(tmp) / "pytest.ini"
+        ini.write_text("[pytest]\n")
+        os.chdir(tmp)
+        argv = child.pytest_argv(str(ini), str(REPO / "canon_tests"), slug, str(GOOD))
+        with contextlib.redirect_stdout(io.StringIO()):
+            pytest.main(argv)
+        zygote._forget_canon_modules()  # noqa: SLF001
+        gc.collect()
+        gc.freeze()
+        times = []
+        for _ in range(runs):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            pid = os.fork()
+            if pid == 0:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    code = pytest.main(argv)
+                os._exit(int(code))
+            os.waitpid(pid, 0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            times.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    print(statistics.median(times))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--item", default="posttrain/dpo")
+    parser.add_argument("--marginal-n", type=int, default=10)
+    parser.add_argument("--batch-n", type=int, default=40)
+    parser.add_argument("--floor-child", nargs=2, metavar=("ITEM", "RUNS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.floor_child:
+        _floor_child(args.floor_child[0], int(args.floor_child[1]))
+        return 0
+    item = catalog.get(args.item)
+    floor = floor_cpu(item)
+    with tempfile.TemporaryDirectory(prefix="mlcanon-grade-bench-") as tmp:
+        root = Path(tmp)
+        book, _, done = timed_batch(make_class(root, item, args.marginal_n), item.slug, 1)
+        ends = sorted(t for t, _ in done)
+        marginal = (ends[-1] - ends[0]) / (len(ends) - 1)
+        cpu = statistics.mean(c.cpu_s for _, c in done)
+        print(f"mlcanon grade speed: {item.label}, the good learner; {os.cpu_count()} cores; load average "
+              f"{os.getloadavg()[0]:.1f}")
+        for note in book.sandbox:
+            print(f"  sandbox: {note}")
+        print(f"floor: the item's own tests, plain pytest forked from a warm process: {floor:.2f} s CPU")
+        mark = "PASS" if marginal <= TARGET_MARGINAL_S else "FAIL"
+        print(f"marginal cost per submission (1 worker, {args.marginal_n} submissions): {marginal:.2f} s wall, "
+              f"{cpu:.2f} s CPU per job (the grader's share: {cpu - floor:+.2f} s); target <= "
+              f"{TARGET_MARGINAL_S} s: {mark}")
+        book, total, done = timed_batch(make_class(root, item, args.batch_n), item.slug, 2)
+        first_start = min(t - c.time_s for t, c in done)
+        jobs = max(t for t, _ in done) - first_start
+        bound = BOUND_FACTOR * args.batch_n * marginal / 2
+        mark = "PASS" if jobs <= bound else "FAIL"
+        print(f"{args.batch_n} submissions on 2 workers: jobs phase {jobs:.1f} s (batch total {total:.1f} s, of which "
+              f"{total - jobs:.1f} s start-up: zygote, reference run, snapshots); bound {BOUND_FACTOR} x "
+              f"({args.batch_n} x {marginal:.2f} / 2) = {bound:.1f} s: {mark}")
+        print(f"  CPU per job: {statistics.mean(c.cpu_s for _, c in done):.2f} s; parallel speed-up "
+              f"{args.batch_n * marginal / jobs:.2f}x on 2 workers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

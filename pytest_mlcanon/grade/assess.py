@@ -1,0 +1,380 @@
+"""From what a job's child said to a grade the parent can stand behind.
+
+The child's frames are claims. The parent:
+
+* takes the *expected* tests from its own reference run (the calibration): a test that never
+  reported (the process exited, hung or was killed, or its report was suppressed) is a failure,
+  named after what happened;
+* recomputes the rubric from the submission's files (a root-owned snapshot the child never
+  touched), using from the child only the test outcomes and the run-time shape findings;
+* decides correctness with its own seeded re-check: the learner's outputs on fresh inputs, compared
+  here with the reference's (``compare``). A failed re-check voids the test credit, and one that
+  contradicts a clean sweep of passing tests is an integrity flag (INT010);
+* lists every integrity finding: the static scan's, the guard's run-time reports, and a corrupted
+  or forged channel (INT107).
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pytest_mlcanon import catalog, rubric
+from pytest_mlcanon.grade import integrity, recheck
+from pytest_mlcanon.grade.channel import CodecError, decode
+from pytest_mlcanon.grade.compare import compare
+from pytest_mlcanon.grade.config import GradeConfig
+from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
+from pytest_mlcanon.grade.runner import JobRun
+from pytest_mlcanon.impl import Impl
+from pytest_mlcanon.redirect import reference_dir
+from pytest_mlcanon.rubric.model import AXES, AxisResult, Finding, Outcome, verdict_for
+from pytest_mlcanon.settings import Settings
+
+FRAME_KINDS = frozenset({"hello", "start", "phase", "collected", "outcome", "recheck", "violation", "report", "done",
+                         "harness-error", "oversize", "limit"})
+OUTCOMES = frozenset({"passed", "failed", "error", "skipped"})
+
+
+@dataclass
+class Calibration:
+    """The zygote's reference run: expected test ids, reference failures and re-check cases per item."""
+
+    nodeids: dict[str, list[str]] = field(default_factory=dict)
+    failed: dict[str, list[str]] = field(default_factory=dict)
+    cases: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    log: str = ""
+    probes: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class Claims:
+    """The child's frames, sorted by kind (all of it evidence to check, none of it trusted)."""
+
+    notes: list[str] = field(default_factory=list)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    recheck: dict[int, dict[str, Any]] = field(default_factory=dict)
+    violations: list[Finding] = field(default_factory=list)
+    report: dict[str, Any] | None = None
+    states: dict[str, dict[str, str]] = field(default_factory=dict)
+    done: bool = False
+    output_limit: bool = False
+    harness_error: str = ""
+    protocol: list[str] = field(default_factory=list)
+
+
+def norm(nodeid: str) -> str:
+    """``test_posttrain_dpo.py::test_x[a]`` whatever the rootdir made of the path."""
+    path, sep, rest = nodeid.partition("::")
+    return f"{Path(path).name}{sep}{rest}"
+
+
+def test_name(nodeid: str) -> str:
+    return nodeid.partition("::")[2] or nodeid
+
+
+def read_frames(frames: list[dict[str, Any]]) -> Claims:
+    claims = Claims()
+    counts: dict[str, int] = {}
+    for frame in frames:
+        kind = frame.get("kind", "")
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind not in FRAME_KINDS:
+            claims.protocol.append(f"an unknown frame {str(kind)[:40]!r}")
+        elif kind == "hello":
+            claims.notes = [str(n)[:300] for n in frame.get("notes", []) if isinstance(n, str)]
+        elif kind == "outcome":
+            outcome = _outcome(frame.get("outcome"))
+            if outcome is None:
+                claims.protocol.append("a malformed test outcome")
+            else:
+                claims.outcomes[norm(outcome.nodeid)] = outcome
+        elif kind == "recheck" and isinstance(frame.get("index"), int):
+            if frame["index"] in claims.recheck:
+                claims.protocol.append("two answers to one re-check case")
+            claims.recheck[frame["index"]] = frame
+        elif kind == "violation":
+            claims.violations.append(_violation(frame))
+        elif kind == "report":
+            claims.report = frame.get("report") if isinstance(frame.get("report"), dict) else None
+            states = frame.get("states")
+            claims.states = states if isinstance(states, dict) else {}
+        elif kind == "done":
+            claims.done = True
+        elif kind == "limit":
+            claims.output_limit = frame.get("name") == "output"
+        elif kind == "harness-error":
+            claims.harness_error = str(frame.get("error", ""))[:500]
+    for kind in ("hello", "report", "done"):
+        if counts.get(kind, 0) > 1:
+            claims.protocol.append(f"{counts[kind]} {kind} frames")
+    return claims
+
+
+def _outcome(data: Any) -> Outcome | None:
+    if not isinstance(data, dict) or data.get("outcome") not in OUTCOMES or not isinstance(data.get("nodeid"), str):
+        return None
+    where = data.get("where")
+    location = (str(where[0]), int(where[1])) if isinstance(where, list) and len(where) == 2 else None
+    try:
+        duration = float(data.get("duration", 0.0))
+    except (TypeError, ValueError):
+        duration = 0.0
+    return Outcome(data["nodeid"], data["outcome"], bool(data.get("probe")), bool(data.get("edge")),
+                   str(data.get("message", ""))[:500], duration, location)
+
+
+def _violation(frame: dict[str, Any]) -> Finding:
+    code = str(frame.get("code", ""))
+    if code not in integrity.RULES or not code.startswith("INT1"):
+        return integrity.finding("INT107", "", 0, f"an unknown violation code {code[:20]!r}")
+    line = frame.get("line")
+    return integrity.finding(code, str(frame.get("path", ""))[:300], line if isinstance(line, int) else 0,
+                             str(frame.get("detail", ""))[:300])
+
+
+# -- the assessment -----------------------------------------------------------------------------------------
+
+
+def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, calibration: Calibration,
+           scan_findings: list[Finding], config: GradeConfig, settings: Settings) -> ItemResult:
+    """The gradebook cell of one job that ran."""
+    claims = read_frames(run.frames)
+    result = ItemResult(item.slug, item.number, item.title, "scored", sandbox=claims.notes,
+                        time_s=round(run.wall_s, 3), cpu_s=round(run.exit.cpu_s, 3) if run.exit else 0.0,
+                        peak_mb=round(run.peak_mb, 1), max_points=config.points.item(item.slug))
+    files = Impl(impl_dir, "--impl").files(item)
+    result.files = [_display(p, display_root) for p in files]
+    result.status, ending = _status(run, claims, item, config)
+    outcomes, result.tests = _tests(item, calibration, claims, run, result.status, ending, config)
+    result.recheck = _recheck(item, calibration, claims, config)
+    result.integrity = _integrity(scan_findings, claims, run)
+    broken = ""
+    if result.status in ("scored", "timeout", "crashed", "killed"):
+        broken = _score(result, item, files, outcomes, claims, display_root, settings)
+    _award(result, config)
+    result.verdict = _verdict(result, broken or ending)
+    return result
+
+
+def _status(run: JobRun, claims: Claims, item: catalog.Item, config: GradeConfig) -> tuple[str, str]:
+    """(status, what ended it) from the parent's own observations first, the child's claims last."""
+    limits = config.limits
+    where = f" (in {test_name(run.killed_in)})" if run.killed_in and run.killed_in != "starting" else ""
+    if run.killed == "test":
+        return "timeout", f"{test_name(run.killed_in)} ran over {limits.test_timeout_s:g} s"
+    if run.killed == "wall":
+        return "timeout", f"the job ran over {limits.wall_s:g} s{where}"
+    if run.killed == "memory":
+        return "killed", f"memory over {limits.memory_mb} MB{where}"
+    if run.exit is not None and run.exit.signal == signal.SIGXCPU:
+        return "timeout", f"CPU limit of {limits.cpu_s:g} s{where}"
+    if (run.exit is not None and run.exit.signal == signal.SIGXFSZ) or claims.output_limit:
+        return "killed", f"wrote more than {limits.output_mb} MB (output limit){where}"
+    if claims.harness_error:
+        return "harness error", claims.harness_error
+    if not claims.done:
+        current = _last_started(run)
+        ended = run.exit.describe() if run.exit else "no exit status"
+        during = f" during {test_name(current)}" if current else ""
+        return "crashed", f"the process ended{during} ({ended})"
+    state = claims.states.get(item.slug, {})
+    if state.get("status") == "error":
+        return "error", str(state.get("error", "the module could not be imported"))
+    if state.get("status") == "no tests":
+        return "no tests", "the canon has no reference tests for this item"
+    return "scored", ""
+
+
+def _last_started(run: JobRun) -> str:
+    for frame in reversed(run.frames):
+        if frame.get("kind") in ("start", "phase"):
+            return str(frame.get("test") or frame.get("name") or "")
+    return ""
+
+
+def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: JobRun, status: str, ending: str,
+           config: GradeConfig) -> tuple[list[Outcome], list[GradedTest]]:
+    """Every expected test with its outcome; a test that never reported is failed, and says why."""
+    known = [norm(n) for n in calibration.nodeids.get(item.slug, [])]
+    expected = known or list(claims.outcomes)
+    stuck = norm(run.killed_in or _last_started(run)) if status in ("timeout", "crashed", "killed") else ""
+    probes = {norm(n) for n in calibration.probes.get(item.slug, [])}
+    outcomes: list[Outcome] = []
+    tests: list[GradedTest] = []
+    for nodeid in expected:
+        outcome = claims.outcomes.get(nodeid)
+        label = ""
+        if outcome is None:
+            if status == "error":
+                continue
+            if nodeid == stuck:
+                label = {"timeout": "timeout", "killed": "killed"}.get(status, "crashed")
+                message = ending
+            else:
+                label, message = "not run", f"not run: {ending}" if ending else "no result was reported"
+            outcome = Outcome(nodeid, "error", probe=nodeid in probes, message=message)
+        elif known:
+            outcome = replace(outcome, probe=nodeid in probes)  # which tests are probes is the parent's call
+        outcomes.append(outcome)
+        tests.append(GradedTest(test_name(nodeid), label or outcome.outcome, outcome.message[:300], outcome.probe,
+                                config.points.test_weight(test_name(nodeid))))
+    return outcomes, tests
+
+
+def _recheck(item: catalog.Item, calibration: Calibration, claims: Claims, config: GradeConfig) -> Recheck:
+    reason = recheck.reason_not_rechecked(item.slug)
+    if not config.recheck:
+        return Recheck("not re-checked", "turned off in the teacher's config")
+    if item.slug in config.recheck_skip:
+        return Recheck("not re-checked", "skipped in the teacher's config")
+    if reason:
+        return Recheck("not re-checked", reason)
+    cases = calibration.cases.get(item.slug, [])
+    if not cases:
+        return Recheck("not re-checked", "the reference tests make no call with plain-data arguments to re-run")
+    problems: list[str] = []
+    missing = 0
+    for index, case in enumerate(cases):
+        answer = claims.recheck.get(index)
+        if answer is None:
+            missing += 1
+            continue
+        call = f"{case['function']}(case {index + 1})"
+        try:
+            got = decode(answer.get("result"))
+            problems += compare(decode(case["expected"]), got, call)
+            mutated = answer.get("mutated")
+            after: dict[str, Any] = mutated if isinstance(mutated, dict) else {}
+            for key, value in case["mutated"].items():
+                problems += compare(decode(value), decode(after.get(key)), f"{call} argument {key} after the call")
+        except CodecError as exc:
+            claims.protocol.append(f"an undecodable re-check answer ({exc})")
+            problems.append(f"{call}: the answer could not be decoded")
+    if missing:
+        return Recheck("not run", f"{missing} of {len(cases)} calls never answered", len(cases), problems[:4])
+    if problems:
+        return Recheck("failed", f"{len(problems)} difference(s) on fresh inputs", len(cases), problems[:4])
+    return Recheck("passed", f"{len(cases)} calls agree with the reference on fresh inputs", len(cases))
+
+
+def _integrity(scan_findings: list[Finding], claims: Claims, run: JobRun) -> list[Finding]:
+    found = list(scan_findings) + claims.violations
+    problems = claims.protocol + ([run.channel_error] if run.channel_error else [])
+    found += [integrity.finding("INT107", "", 0, problem) for problem in dict.fromkeys(problems)]
+    return found
+
+
+def _score(result: ItemResult, item: catalog.Item, files: tuple[Path, ...], outcomes: list[Outcome],
+           claims: Claims, root: Path, settings: Settings) -> str:
+    """Recompute the five axes from the files and the outcomes; gate correctness on the re-check.
+    Returns why the item could not be scored, or ''."""
+    runtime, notes = _runtime_shapes(claims, item)
+    evidence = rubric.Evidence(item, list(files), [reference_dir() / f for f in item.module_files], outcomes, root,
+                               runtime_shape_findings=runtime, runtime_shape_notes=notes)
+    try:
+        axes = rubric.score_item(evidence, settings)
+    except Exception as exc:  # noqa: BLE001 - the grader must survive whatever the files contain
+        result.status = "error"
+        return f"the rubric could not score this item: {type(exc).__name__}: {exc}"
+    check = result.recheck
+    if check.status in ("failed", "not run"):
+        detail = "; ".join(check.problems) or check.detail
+        extra = Finding("REC001", result.files[0] if result.files else item.slug, 0,
+                        f"seeded re-check {check.status}: {detail}",
+                        "compute the answer from the inputs: fresh inputs must give the reference's outputs")
+        old = axes["correctness"]
+        axes["correctness"] = AxisResult(False, (*old.findings, extra), old.notes)
+        tests = [o for o in outcomes if not o.probe]
+        clean = any(o.outcome == "passed" for o in tests) and all(o.outcome in ("passed", "skipped") for o in tests)
+        if check.status == "failed" and clean:
+            result.integrity.append(integrity.finding("INT010", result.files[0] if result.files else "", 0,
+                                                      detail[:200]))
+    result.axes = {axis: axes[axis].passed for axis in AXES}
+    result.score = sum(result.axes.values())
+    result.findings = [f for axis in AXES for f in axes[axis].findings]
+    result.notes = [note for axis in AXES for note in axes[axis].notes]
+    return ""
+
+
+def _runtime_shapes(claims: Claims, item: catalog.Item) -> tuple[list[Finding], list[str]]:
+    """SHP002 findings and the run-time notes of the child's own rubric report for this item."""
+    report = claims.report or {}
+    for entry in report.get("items", []) if isinstance(report.get("items"), list) else []:
+        if not isinstance(entry, dict) or entry.get("slug") != item.slug:
+            continue
+        shapes = (entry.get("axes") or {}).get("shapes") or {}
+        findings = []
+        for raw in shapes.get("findings", []):
+            try:
+                if raw["code"] == "SHP002":
+                    findings.append(Finding("SHP002", str(raw["path"]), int(raw["line"]), str(raw["message"])[:400],
+                                            str(raw.get("hint", ""))))
+            except (KeyError, TypeError, ValueError):
+                continue
+        notes = [str(n)[:300] for n in shapes.get("notes", [])[1:] if isinstance(n, str)]  # [0]: static coverage
+        return findings, notes
+    return [], []
+
+
+def _award(result: ItemResult, config: GradeConfig) -> None:
+    """Points: each axis's share of the item; correctness split over the tests by weight."""
+    points = config.points
+    full = result.max_points
+    result.axis_points = {axis: 0.0 for axis in AXES}
+    result.axis_max = {axis: round(full * points.share(axis), 4) for axis in AXES}
+    credited = result.status in ("scored", "timeout", "crashed", "killed") and result.recheck.status not in (
+        "failed", "not run")
+    graded = [t for t in result.tests if not t.probe and t.outcome != "skipped"]
+    total = sum(t.weight for t in graded)
+    for test in graded:
+        test.max_points = full * points.share("correctness") * test.weight / total if total else 0.0
+        test.points = test.max_points if credited and test.outcome == "passed" else 0.0
+    result.axis_points["correctness"] = sum(t.points for t in graded)
+    for axis in AXES[1:]:
+        result.axis_points[axis] = full * points.share(axis) if result.axes.get(axis) else 0.0
+    if result.flagged and config.on_flag == "zero":
+        for test in graded:
+            test.points = 0.0
+        result.axis_points = {axis: 0.0 for axis in AXES}
+    result.points = round(sum(result.axis_points.values()), 4)
+
+
+def _verdict(result: ItemResult, ending: str) -> str:
+    """One line: the flag first when there is one, then what happened."""
+    base = _outcome_line(result, ending)
+    if not result.flagged:
+        return base
+    first = result.integrity[0]
+    more = f" (+{len(result.codes) - 1} more)" if len(result.codes) > 1 else ""
+    where = f" at {first.where}" if first.path else ""
+    return f"flagged: {first.code} {integrity.RULES[first.code].title}{where}{more}; {base}"[:400]
+
+
+def _outcome_line(result: ItemResult, ending: str) -> str:
+    if result.status == "scored" and result.score is not None:
+        parts = [f"{verdict_for(result.score)} {result.score}/5"]
+        failed = result.tests_count("failed") + result.tests_count("error")
+        if failed:
+            parts.append(f"{failed} of {len(result.tests)} tests failed")
+        if result.recheck.status in ("failed", "not run"):
+            parts.append(f"re-check {result.recheck.status}: {(result.recheck.problems or [result.recheck.detail])[0]}")
+        return "; ".join(parts)[:300]
+    passed = result.tests_count("passed")
+    tail = f"; {passed} of {len(result.tests)} tests had passed" if result.tests else ""
+    return f"{result.status}: {ending}{tail}"[:300]
+
+
+def _display(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def not_run(item: catalog.Item, status: str, message: str, config: GradeConfig) -> ItemResult:
+    """The cell of an item that never ran: not attempted, no tests, or a grader failure."""
+    return ItemResult(item.slug, item.number, item.title, status, verdict=f"{status}: {message}",
+                      max_points=config.points.item(item.slug))

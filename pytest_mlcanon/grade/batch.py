@@ -1,0 +1,319 @@
+"""One batch of ``mlcanon grade``: from a submissions folder to a gradebook.
+
+1. find the submissions (``discover``) and keep this shard's share (``shard``);
+2. copy each student's ``<area>/<module>.py`` files into a root-only snapshot: the parent scans
+   (``scan``) and later scores exactly these bytes, whatever a job does to its own working copy;
+3. start the zygote and calibrate: the reference run gives the expected tests and the re-check cases;
+4. run every (student, item) job on ``workers`` threads, each in a fresh job folder (a read-only
+   working copy, a scratch folder, a trusted ``pytest.ini``) under a sandbox uid of its own;
+5. assess each job (``assess``) into its gradebook cell; a job that fails for any reason becomes a
+   one-line verdict and the batch goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import secrets
+import shutil
+import stat
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_mlcanon import catalog
+from pytest_mlcanon.grade import discover, recheck, scan, uids
+from pytest_mlcanon.grade import shard as shard_mod
+from pytest_mlcanon.grade.assess import Calibration, assess, not_run
+from pytest_mlcanon.grade.child import JobRequest
+from pytest_mlcanon.grade.config import GradeConfig, workers
+from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult, StudentResult
+from pytest_mlcanon.grade.progress import Progress
+from pytest_mlcanon.grade.runner import JobRun, Limits, Zygote, ZygoteError, run_job
+from pytest_mlcanon.grade.sandbox import SandboxSpec
+from pytest_mlcanon.impl import Impl
+from pytest_mlcanon.redirect import reference_dir
+from pytest_mlcanon.rubric.model import Finding
+from pytest_mlcanon.run import tests_dir
+
+MAX_FILE_BYTES = 1 << 20
+MAX_FILES = 400
+
+
+class BatchError(RuntimeError):
+    """The batch cannot run at all (no zygote, no calibration); the message says why."""
+
+
+@dataclass
+class Job:
+    index: int
+    student: str
+    item: catalog.Item
+    snapshot: Path
+    scan: list[Finding]
+
+
+def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | None = None,
+          progress: bool = True, on_result: Callable[[str, ItemResult], None] | None = None) -> Gradebook:
+    """Grade every submission under ``submissions`` (this shard's share) on ``config.items``."""
+    if not sys.platform.startswith("linux"):
+        raise BatchError("mlcanon grade needs Linux (/proc, namespaces, resource limits)")
+    started = time.monotonic()
+    items = catalog.select(config.items)
+    subs = discover.find(submissions)
+    if shard is not None:
+        subs = shard_mod.select(subs, *shard)
+    seed = config.seed if config.seed is not None else secrets.randbits(31)
+    settings = config.settings()
+    root = Path(tempfile.mkdtemp(prefix="mlcanon-grade-"))
+    os.chmod(root, 0o711)
+    count = 0
+    try:
+        students, cells, jobs = _plan(subs, items, root / "snapshots", config)
+        count = min(workers(config), max(1, len(jobs)))
+        notes = _run_all(jobs, cells, root, items, seed, config, settings, count,
+                         Progress(len(jobs), enabled=progress), on_result) if jobs else []
+    finally:
+        remove_tree(root)
+    for student in students:
+        student.items = [cells[(student.student, item.slug)] for item in items]
+    sandbox_notes = list(dict.fromkeys(n for s in students for i in s.items for n in i.sandbox))
+    return Gradebook([i.slug for i in items], {i.slug: i.title for i in items}, students, [seed],
+                     [f"{shard[0]}/{shard[1]}"] if shard else [], sandbox_notes, notes, config.to_dict(),
+                     round(time.monotonic() - started, 2), count)
+
+
+def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snapshots: Path,
+          config: GradeConfig) -> tuple[list[StudentResult], dict[tuple[str, str], ItemResult], list[Job]]:
+    """Snapshot and scan every submission; the cells of items that will not run, and the jobs."""
+    snapshots.mkdir(mode=0o700)
+    cells: dict[tuple[str, str], ItemResult] = {}
+    students: list[StudentResult] = []
+    jobs: list[Job] = []
+    for sub in subs:
+        student = StudentResult(sub.student, str(sub.folder), str(sub.impl or ""), sub.problem)
+        students.append(student)
+        if sub.impl is None:
+            for item in items:
+                cells[(sub.student, item.slug)] = not_run(item, "not attempted", sub.problem, config)
+            continue
+        snapshot = snapshots / sub.student
+        skipped = _snapshot(sub.impl, snapshot)
+        if skipped:
+            student.problem = f"files not graded: {', '.join(skipped[:5])}"
+        for item in items:
+            missing = Impl(snapshot, "--impl").missing_modules(item)
+            if missing:
+                cells[(sub.student, item.slug)] = not_run(
+                    item, "not attempted", "no " + ", ".join(f"{m}.py" for m in missing), config)
+            else:
+                jobs.append(Job(len(jobs) + 1, sub.student, item, snapshot, scan.scan(item, snapshot, snapshots)))
+    return students, cells, jobs
+
+
+def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Path, items: tuple[catalog.Item, ...],
+             seed: int, config: GradeConfig, settings: Any, count: int, bar: Progress,
+             on_result: Callable[[str, ItemResult], None] | None) -> list[str]:
+    """Start the zygote, calibrate, and run the jobs on ``count`` workers; returns the batch's notes."""
+    pool = uids.UidPool(config.uid_base, count) if os.geteuid() == 0 and config.user else None
+    zygote: Zygote | None = None
+    lock = threading.Lock()
+
+    def record(job: Job, cell: ItemResult) -> None:
+        with lock:
+            cells[(job.student, job.item.slug)] = cell
+            bar.advance(f"{job.student} {job.item.slug}: {cell.verdict}")
+            if on_result is not None:
+                on_result(job.student, cell)
+
+    try:
+        zygote = Zygote(root)
+        calibration = _calibrate(zygote, root, items, seed, config)
+        runner = _Runner(zygote, root, root / "snapshots", calibration, config, settings, pool)
+        pending: queue.Queue[Job] = queue.Queue()
+        for job in jobs:
+            pending.put(job)
+        results: list[Future[None]] = []
+        with ThreadPoolExecutor(max_workers=count, thread_name_prefix="mlcanon-assess") as assessor:
+            threads = [threading.Thread(target=runner.work, args=(pending, assessor, results, record), daemon=True)
+                       for _ in range(count)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        for result in results:
+            result.result()
+        return _reference_notes(calibration)
+    finally:
+        bar.close()
+        if zygote is not None:
+            zygote.close()
+        if pool is not None:
+            pool.close()
+
+
+def _calibrate(zygote: Zygote, root: Path, items: tuple[catalog.Item, ...], seed: int,
+               config: GradeConfig) -> Calibration:
+    folder = root / "calibration"
+    folder.mkdir()
+    ini = folder / "pytest.ini"
+    ini.write_text(_ini(config), encoding="utf-8")
+    try:
+        raw = zygote.calibrate(
+            timeout=config.limits.wall_s * len(items) + 300, items=",".join(i.slug for i in items), seed=seed,
+            skip=list(config.recheck_skip), recheck=config.recheck, dir=str(folder), ini=str(ini),
+            tests_dir=str(tests_dir()), options=[], out=str(folder / "calibration.pickle"))
+    except ZygoteError as exc:
+        raise BatchError(f"the reference run failed: {exc}") from exc
+    return Calibration(raw["nodeids"], raw["failed"], raw["cases"], raw["log"], raw["probes"])
+
+
+def _reference_notes(calibration: Calibration) -> list[str]:
+    notes = []
+    for slug, failed in calibration.failed.items():
+        if failed:
+            notes.append(f"{slug}: the reference itself fails {len(failed)} test(s) on this machine "
+                         f"({', '.join(f.split('::')[-1] for f in failed[:3])}); every student fails them too")
+    for slug, nodeids in calibration.nodeids.items():
+        if not nodeids:
+            notes.append(f"{slug}: the reference run collected no test")
+    return notes
+
+
+def _ini(config: GradeConfig) -> str:
+    """A trusted ini file: the teacher's rubric settings as ``mlcanon_<key>`` ini keys, nothing else."""
+    lines = ["[pytest]"]
+    for key, value in config.rubric.items():
+        text = ",".join(map(str, value)) if isinstance(value, list) else str(value).lower() if isinstance(
+            value, bool) else str(value)
+        lines.append(f"mlcanon_{key} = {text}")
+    return "\n".join(lines) + "\n"
+
+
+class _Runner:
+    """The work of the worker threads (prepare a job folder, run the job, clean up) and of the
+    assessor threads (turn a finished run into its gradebook cell)."""
+
+    def __init__(self, zygote: Zygote, root: Path, snapshots: Path, calibration: Calibration, config: GradeConfig,
+                 settings: Any, pool: uids.UidPool | None) -> None:
+        self.zygote = zygote
+        self.root = root
+        self.snapshots = snapshots
+        self.calibration = calibration
+        self.config = config
+        self.settings = settings
+        self.pool = pool
+        self.limits = Limits(config.limits.wall_s, config.limits.test_timeout_s, config.limits.memory_mb)
+
+    def work(self, pending: queue.Queue[Job], assessor: ThreadPoolExecutor, results: list[Future[None]],
+             record: Callable[[Job, ItemResult], None]) -> None:
+        """A worker thread: run jobs until none is left; each finished run is assessed on ``assessor``
+        while this thread already runs the next job."""
+        while True:
+            try:
+                job = pending.get_nowait()
+            except queue.Empty:
+                return
+            uid = self.pool.acquire() if self.pool is not None else None
+            try:
+                run = self.run(job, uid)
+            except Exception as exc:  # noqa: BLE001 - one job's failure never stops the batch
+                record(job, not_run(job.item, "harness error", f"{type(exc).__name__}: {exc}", self.config))
+                continue
+            finally:
+                if self.pool is not None and uid is not None:
+                    self.pool.release(uid)
+            results.append(assessor.submit(self.assess, job, run, record))
+
+    def assess(self, job: Job, run: JobRun, record: Callable[[Job, ItemResult], None]) -> None:
+        try:
+            cell = assess(job.item, job.snapshot, self.snapshots, run, self.calibration, job.scan, self.config,
+                          self.settings)
+        except Exception as exc:  # noqa: BLE001 - one job's failure never stops the batch
+            cell = not_run(job.item, "harness error", f"assessing: {type(exc).__name__}: {exc}", self.config)
+        record(job, cell)
+
+    def run(self, job: Job, uid: int | None) -> JobRun:
+        """Run one job in a fresh job folder, removed afterwards."""
+        job_dir = self.root / f"job-{job.index:04d}"
+        work, scratch, ini = self._prepare(job, job_dir, uid)
+        limits = self.config.limits
+        spec = SandboxSpec(str(job_dir), str(work), str(scratch), uid, uid, self.config.network,
+                           self.config.filesystem, limits.cpu_s, limits.memory_mb, limits.output_mb, limits.processes)
+        cases = self.calibration.cases.get(job.item.slug, []) if self.config.recheck else []
+        request = JobRequest(job.index, job.student, job.item.slug, spec, str(ini), str(tests_dir()),
+                             recheck.child_cases(cases), (str(tests_dir()), str(self.snapshots)),
+                             tuple(str(reference_dir() / f) for f in job.item.module_files))
+        try:
+            return run_job(self.zygote, request, job_dir / "request.pickle", self.limits,
+                           lambda pid: uids.sweep(uid, pid))
+        finally:
+            remove_tree(job_dir)
+
+    def _prepare(self, job: Job, job_dir: Path, uid: int | None) -> tuple[Path, Path, Path]:
+        """A job folder readable by the job's user, with a read-only working copy and its scratch folder."""
+        work, scratch, ini = job_dir / job.student, job_dir / "scratch", job_dir / "pytest.ini"
+        job_dir.mkdir(mode=0o700)
+        shutil.copytree(job.snapshot, work, copy_function=shutil.copyfile)
+        ini.write_text(_ini(self.config), encoding="utf-8")
+        scratch.mkdir(mode=0o700)
+        if uid is not None:
+            os.chown(scratch, uid, uid)
+        for path in [job_dir, ini, *work.rglob("*"), work]:
+            if path == scratch:
+                continue
+            readable = stat.S_IRUSR | stat.S_IRGRP | (stat.S_IXUSR | stat.S_IXGRP if path.is_dir() else 0)
+            if uid is not None:
+                os.chown(path, 0, uid)
+                os.chmod(path, readable)
+            else:
+                os.chmod(path, readable | stat.S_IWUSR if path == job_dir else readable)
+        return work, scratch, ini
+
+
+def _snapshot(source: Path, target: Path) -> list[str]:
+    """Copy ``<area>/<module>.py`` regular files (no links, nothing large); returns what was skipped."""
+    skipped: list[str] = []
+    target.mkdir(mode=0o700)
+    copied = 0
+    for area in sorted(p for p in source.iterdir() if p.is_dir() and not p.is_symlink()):
+        for path in sorted(area.glob("*.py")):
+            relative = f"{area.name}/{path.name}"
+            if path.is_symlink() or not path.is_file():
+                skipped.append(f"{relative} (a link)")
+            elif path.stat().st_size > MAX_FILE_BYTES:
+                skipped.append(f"{relative} (over {MAX_FILE_BYTES >> 20} MB)")
+            elif copied >= MAX_FILES:
+                skipped.append(f"{relative} (over {MAX_FILES} files)")
+            else:
+                (target / area.name).mkdir(exist_ok=True)
+                shutil.copyfile(path, target / area.name / path.name)
+                copied += 1
+    return skipped
+
+
+def remove_tree(path: Path | str) -> None:
+    """``rmtree`` that also removes the read-only working copies (without root they stop their owner)."""
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=_force_remove)
+    else:  # pragma: no cover - exercised on 3.10 and 3.11
+        shutil.rmtree(path, onerror=_force_remove)
+
+
+def _force_remove(function: Any, path: str, excinfo: Any) -> None:
+    """Make the folder writable and try again."""
+    try:
+        os.chmod(os.path.dirname(path), 0o700)
+        os.chmod(path, 0o700)
+        if os.path.isdir(path) and not os.path.islink(path):
+            remove_tree(path)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass

@@ -1,0 +1,168 @@
+"""The gradebook: one row per student, one cell per item, and everything the renderers show.
+
+It is the single model every output is rendered from (CSV, Markdown, JSON, feedback, Gradescope,
+HTML, GitHub summary), and the JSON form is lossless, so ``mlcanon grade --merge`` rebuilds every
+output of a class from the shards' ``gradebook.json`` files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from pytest_mlcanon.rubric.model import AXES, Finding
+
+FORMAT_VERSION = 1
+#: Statuses of an item that ran far enough to be scored (possibly partially: the tests before a timeout).
+RAN = ("scored", "timeout", "crashed", "killed")
+
+
+@dataclass
+class GradedTest:
+    """One reference test of one item for one student."""
+
+    name: str
+    outcome: str  # passed, failed, error, skipped, timeout, crashed, not run
+    message: str = ""
+    probe: bool = False
+    weight: float = 1.0
+    points: float = 0.0
+    max_points: float = 0.0
+
+
+@dataclass
+class Recheck:
+    """The parent's seeded re-check of one item."""
+
+    status: str = "not re-checked"  # passed, failed, not run, not re-checked
+    detail: str = ""
+    cases: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ItemResult:
+    """One item of one student: status, one-line verdict, axes, tests, integrity, points, time."""
+
+    slug: str
+    number: int
+    title: str
+    status: str  # scored, not attempted, error, timeout, crashed, killed, no tests, harness error
+    verdict: str = ""
+    axes: dict[str, bool] = field(default_factory=dict)
+    score: int | None = None
+    tests: list[GradedTest] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    integrity: list[Finding] = field(default_factory=list)
+    recheck: Recheck = field(default_factory=Recheck)
+    points: float = 0.0
+    max_points: float = 0.0
+    axis_points: dict[str, float] = field(default_factory=dict)
+    axis_max: dict[str, float] = field(default_factory=dict)
+    time_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_mb: float = 0.0
+    files: list[str] = field(default_factory=list)
+    sandbox: list[str] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.integrity)
+
+    @property
+    def codes(self) -> list[str]:
+        """The distinct integrity codes, in order of first appearance."""
+        return list(dict.fromkeys(f.code for f in self.integrity))
+
+    def tests_count(self, outcome: str) -> int:
+        return sum(1 for t in self.tests if t.outcome == outcome)
+
+
+@dataclass
+class StudentResult:
+    student: str
+    folder: str = ""
+    impl: str = ""
+    problem: str = ""
+    items: list[ItemResult] = field(default_factory=list)
+
+    @property
+    def points(self) -> float:
+        return sum(i.points for i in self.items)
+
+    @property
+    def max_points(self) -> float:
+        return sum(i.max_points for i in self.items)
+
+    @property
+    def flagged(self) -> bool:
+        return any(i.flagged for i in self.items)
+
+    def item(self, slug: str) -> ItemResult | None:
+        return next((i for i in self.items if i.slug == slug), None)
+
+
+@dataclass
+class Gradebook:
+    items: list[str]
+    titles: dict[str, str] = field(default_factory=dict)
+    students: list[StudentResult] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    shards: list[str] = field(default_factory=list)
+    sandbox: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    workers: int = 0
+    version: int = FORMAT_VERSION
+
+    def axis_pass_counts(self, axis: str) -> list[int]:
+        """Per student, on how many of the items the axis said yes (for the histograms)."""
+        return [sum(1 for i in s.items if i.axes.get(axis)) for s in self.students]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for student, raw in zip(self.students, data["students"]):
+            raw["points"] = round(student.points, 4)
+            raw["max_points"] = round(student.max_points, 4)
+            for item, raw_item in zip(student.items, raw["items"]):
+                raw_item["flagged"] = item.flagged
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Gradebook:
+        if data.get("version") != FORMAT_VERSION:
+            raise ValueError(f"gradebook format {data.get('version')!r} is not {FORMAT_VERSION}")
+        students = [_student(s) for s in data.get("students", [])]
+        plain = {f.name: data[f.name] for f in fields(cls) if f.name in data and f.name != "students"}
+        return cls(**plain, students=students)
+
+
+def _finding(data: dict[str, Any]) -> Finding:
+    return Finding(str(data["code"]), str(data["path"]), int(data["line"]), str(data["message"]),
+                   str(data.get("hint", "")))
+
+
+def _item(data: dict[str, Any]) -> ItemResult:
+    known = {f.name for f in fields(ItemResult)}
+    plain = {k: v for k, v in data.items() if k in known and k not in ("tests", "findings", "integrity", "recheck")}
+    return ItemResult(**plain, tests=[GradedTest(**t) for t in data.get("tests", [])],
+                      findings=[_finding(f) for f in data.get("findings", [])],
+                      integrity=[_finding(f) for f in data.get("integrity", [])],
+                      recheck=Recheck(**data.get("recheck", {})))
+
+
+def _student(data: dict[str, Any]) -> StudentResult:
+    return StudentResult(str(data["student"]), data.get("folder", ""), data.get("impl", ""), data.get("problem", ""),
+                         [_item(i) for i in data.get("items", [])])
+
+
+def axis_mark(item: ItemResult, axis: str) -> str:
+    """``yes``/``NO`` for an axis that was scored, ``-`` otherwise (the same marks as the rubric table)."""
+    if item.status not in RAN or axis not in item.axes:
+        return "-"
+    return "yes" if item.axes[axis] else "NO"
+
+
+__all__ = ["AXES", "Gradebook", "ItemResult", "Recheck", "StudentResult", "GradedTest", "axis_mark"]

@@ -1,0 +1,50 @@
+"""Per-student Markdown feedback: for each item the verdict, the axes, the re-check, the integrity
+flags, the failing tests and every finding with its ``file:line`` and fix."""
+
+from __future__ import annotations
+
+from pytest_mlcanon.grade import integrity
+from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult, StudentResult, axis_mark
+from pytest_mlcanon.grade.render.markdown import cell, table
+from pytest_mlcanon.grade.render.table import number
+from pytest_mlcanon.rubric.model import AXES, AXIS_TITLES
+
+FAILING = ("failed", "error", "timeout", "crashed", "killed", "not run")
+
+
+def render(book: Gradebook, student: StudentResult) -> str:
+    parts = [f"# Feedback: {student.student}", "",
+             f"Points: **{number(student.points)} / {number(student.max_points)}**"]
+    if student.problem:
+        parts += ["", f"Note: {student.problem}"]
+    for item in student.items:
+        parts += ["", *_item(item)]
+    return "\n".join(parts) + "\n"
+
+
+def _item(item: ItemResult) -> list[str]:
+    lines = [f"## #{item.number} {item.slug}: {item.title}", "",
+             f"**{cell(item.verdict)}** ({number(item.points)} / {number(item.max_points)} points)"]
+    if item.axes:
+        rows = [[AXIS_TITLES[a], axis_mark(item, a), number(item.axis_points.get(a, 0.0))] for a in AXES]
+        lines += ["", table(["axis", "yes?", "points"], rows)]
+    if item.recheck.status != "not re-checked" or item.recheck.detail:
+        lines += ["", f"Seeded re-check: **{item.recheck.status}** ({cell(item.recheck.detail)})"]
+        lines += [f"- {cell(p)}" for p in item.recheck.problems]
+    if item.integrity:
+        lines += ["", "Integrity flags (the item is flagged for review):"]
+        lines += [f"- {cell(f.render())}" for f in item.integrity]
+        lines += ["", "What they mean: " + "; ".join(
+            f"{code}: {integrity.RULES[code].title}" for code in item.codes if code in integrity.RULES) + "."]
+    failing = [t for t in item.tests if t.outcome in FAILING]
+    if item.tests:
+        lines += ["", f"Tests: {item.tests_count('passed')} of {len(item.tests)} passed."]
+        lines += [f"- `{cell(t.name)}` {t.outcome}: {cell(t.message)}" for t in failing[:30]]
+        if len(failing) > 30:
+            lines.append(f"- ... and {len(failing) - 30} more")
+    if item.findings:
+        lines += ["", "Findings:"]
+        lines += [f"- {cell(f.render())}" for f in item.findings]
+    if item.notes:
+        lines += ["", *[f"- {cell(n)}" for n in item.notes]]
+    return lines

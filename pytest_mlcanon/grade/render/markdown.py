@@ -1,0 +1,42 @@
+"""Markdown renderer: the class table, one detail table per item, and how the batch ran."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from pytest_mlcanon.grade.gradebook import Gradebook
+from pytest_mlcanon.grade.render.table import (
+    DETAIL_HEADERS,
+    detail_row,
+    headline,
+    summary_header,
+    summary_row,
+)
+
+
+def cell(text: str) -> str:
+    """A table cell: one line, pipes escaped (verdicts carry text from submissions)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    return tabulate([[cell(c) for c in row] for row in rows], headers=[cell(h) for h in headers], tablefmt="github")
+
+
+def summary(book: Gradebook) -> str:
+    """The class table alone (also the GitHub step summary's body)."""
+    return table(summary_header(book), [summary_row(book, s) for s in book.students])
+
+
+def render(book: Gradebook) -> str:
+    parts = ["# mlcanon gradebook", "", headline(book), "", summary(book)]
+    for slug in book.items:
+        rows = [detail_row(s, i) for s in book.students if (i := s.item(slug)) is not None]
+        parts += ["", f"## {slug}: {book.titles.get(slug, '')}", "", table(DETAIL_HEADERS, rows)]
+    parts += ["", "## How this batch ran", ""]
+    parts += [f"- seed(s) of the re-check: {', '.join(map(str, book.seeds))}"]
+    if book.shards:
+        parts.append(f"- shard(s): {', '.join(book.shards)}")
+    parts += [f"- {cell(note)}" for note in book.sandbox + book.notes]
+    parts.append(f"- {book.workers} worker(s), {book.elapsed_s:.1f} s")
+    return "\n".join(parts) + "\n"

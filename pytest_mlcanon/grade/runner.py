@@ -1,0 +1,258 @@
+"""The parent's side of running jobs: the zygote's client, and the watch over one running child.
+
+``Zygote`` starts the warm process, asks it to calibrate and to fork, and collects exit statuses on a
+dispatcher thread. ``run_job`` watches one child: it reads the result frames as they come, and kills
+the child (SIGKILL, which no ``except`` catches) when it exceeds the job's wall-clock budget, when one
+test (or re-check call) runs past the per-test timeout, or when its private memory passes the cap;
+then ``uids.sweep`` kills everything the job left behind. A dead or hung child never stalls the batch.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_mlcanon.grade.channel import FrameReader
+from pytest_mlcanon.grade.child import JobRequest
+
+READY_TIMEOUT_S = 300.0
+REPLY_TIMEOUT_S = 60.0
+DRAIN_S = 0.5
+MEMORY_POLL_S = 0.2
+
+
+class ZygoteError(RuntimeError):
+    """The zygote could not start, or died."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the parent enforces on each job (the CPU, address-space and output limits are the child's)."""
+
+    wall_s: float = 120.0
+    test_timeout_s: float = 20.0
+    memory_mb: int = 2048
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    status: int
+    cpu_s: float
+    maxrss_mb: float
+
+    @property
+    def signal(self) -> int:
+        return os.WTERMSIG(self.status) if os.WIFSIGNALED(self.status) else 0
+
+    @property
+    def code(self) -> int:
+        return os.WEXITSTATUS(self.status) if os.WIFEXITED(self.status) else -1
+
+    def describe(self) -> str:
+        if self.signal:
+            return f"killed by {signal.Signals(self.signal).name}"
+        return f"exit status {self.code}"
+
+
+@dataclass
+class JobRun:
+    """Everything observed about one job, for ``assess``."""
+
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    exit: ExitInfo | None = None
+    wall_s: float = 0.0
+    killed: str = ""  # "", "wall", "test" or "memory"
+    killed_in: str = ""  # the test (or phase) running when it was killed
+    channel_error: str = ""
+    peak_mb: float = 0.0  # the largest private memory seen (beyond what it shares with the zygote)
+    leftovers: int = 0  # processes still alive after the child exited
+
+
+class Zygote:
+    """Client of the zygote process (``zygote.py``)."""
+
+    def __init__(self, root: Path) -> None:
+        parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+        env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        self.log = root / "zygote.log"
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "pytest_mlcanon.grade.zygote", str(child_sock.fileno())],
+                pass_fds=(child_sock.fileno(),), cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        child_sock.close()
+        self.sock = parent_sock
+        self._lock = threading.Lock()
+        self._replies: queue.Queue[tuple[dict[str, Any], list[int]] | None] = queue.Queue()
+        self._exits: dict[int, ExitInfo] = {}
+        self._exits_lock = threading.Lock()
+        self.live: set[int] = set()  # children forked and not yet reaped
+        self.dead = False
+        self._thread = threading.Thread(target=self._dispatch, name="mlcanon-zygote", daemon=True)
+        self._thread.start()
+        ready = self._reply(READY_TIMEOUT_S)
+        if ready.get("op") != "ready":
+            raise ZygoteError(f"the zygote did not start: {self.log_tail()}")
+
+    def _dispatch(self) -> None:
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self.sock, 1 << 16, 4)
+            except OSError:
+                data, fds = b"", []
+            if not data:
+                self.dead = True
+                self._replies.put(None)
+                return
+            message = pickle.loads(data)  # noqa: S301 - the zygote runs trusted code only
+            if message.get("op") == "exited":
+                with self._exits_lock:
+                    self._exits[message["pid"]] = ExitInfo(message["status"], message["cpu"],
+                                                           message["maxrss_kb"] / 1024.0)
+                    self.live.discard(message["pid"])
+            else:
+                self._replies.put((message, fds))
+
+    def _reply(self, timeout: float) -> dict[str, Any]:
+        try:
+            reply = self._replies.get(timeout=timeout)
+        except queue.Empty:
+            raise ZygoteError(f"the zygote did not answer within {timeout:.0f} s: {self.log_tail()}") from None
+        if reply is None:
+            raise ZygoteError(f"the zygote died: {self.log_tail()}")
+        message, fds = reply
+        message["fds"] = fds
+        return message
+
+    def _request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if self.dead:
+            raise ZygoteError(f"the zygote died: {self.log_tail()}")
+        with self._lock:
+            self.sock.send(pickle.dumps(message))
+            return self._reply(timeout)
+
+    def calibrate(self, timeout: float, **message: Any) -> dict[str, Any]:
+        reply = self._request({"op": "calibrate", **message}, timeout)
+        return dict(pickle.loads(Path(reply["out"]).read_bytes()))  # noqa: S301 - written by the zygote
+
+    def fork(self, request: JobRequest, path: Path) -> tuple[int, int]:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            pickle.dump(request, handle)
+        reply = self._request({"op": "fork", "job": request.job_id, "request": str(path)}, REPLY_TIMEOUT_S)
+        with self._exits_lock:
+            if reply["pid"] not in self._exits:
+                self.live.add(reply["pid"])
+        return int(reply["pid"]), reply["fds"][0]
+
+    def exit_of(self, pid: int) -> ExitInfo | None:
+        with self._exits_lock:
+            return self._exits.pop(pid, None)
+
+    def log_tail(self) -> str:
+        try:
+            return self.log.read_text(encoding="utf-8", errors="replace")[-1500:].strip() or "(no output)"
+        except OSError:
+            return "(no log)"
+
+    def close(self) -> None:
+        """Stop the zygote; a child still running (the batch was interrupted) is killed first."""
+        with self._exits_lock:
+            for pid in self.live:
+                _kill(pid)
+        if not self.dead:
+            try:
+                self.sock.send(pickle.dumps({"op": "stop"}))
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.sock.close()
+
+
+def run_job(zygote: Zygote, request: JobRequest, request_path: Path, limits: Limits,
+            sweep: Callable[[int], int]) -> JobRun:
+    """Fork the job's child and watch it to the end; ``sweep(pid)`` kills what it leaves behind."""
+    run = JobRun()
+    started = time.monotonic()
+    pid, fd = zygote.fork(request, request_path)
+    os.set_blocking(fd, False)
+    reader = FrameReader(fd)
+    current, test_started, next_poll, exited_at = "starting", started, started, 0.0
+    try:
+        while True:
+            if reader.eof:
+                time.sleep(0.01)
+            elif select.select([fd], [], [], 0.02)[0]:
+                for frame in reader.read():
+                    run.frames.append(frame)
+                    if frame["kind"] in ("start", "phase"):
+                        current = str(frame.get("test") or frame.get("name") or "")[:300]
+                        test_started = time.monotonic()
+            now = time.monotonic()
+            if run.exit is None:
+                run.exit = zygote.exit_of(pid)
+                if run.exit is not None:
+                    exited_at = now
+                    run.leftovers = sweep(pid)
+                elif zygote.dead:
+                    break
+            if run.exit is not None and (reader.eof or now - exited_at > DRAIN_S):
+                break
+            if run.exit is None and not run.killed:
+                if now >= next_poll:
+                    run.peak_mb = max(run.peak_mb, _private_mb(pid))
+                    next_poll = now + MEMORY_POLL_S
+                reason = ("wall" if now - started > limits.wall_s else "test" if now - test_started >
+                          limits.test_timeout_s else "memory" if run.peak_mb > limits.memory_mb else "")
+                if reason:
+                    run.killed, run.killed_in = reason, current
+                    _kill(pid)
+                    sweep(pid)
+    finally:
+        os.close(fd)
+    run.channel_error = reader.error
+    run.wall_s = time.monotonic() - started
+    return run
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _private_mb(pid: int) -> float:
+    """The memory the job holds on its own, in MB: its private pages, not the ones it still shares
+    with the zygote (a fresh child's resident set is mostly the zygote's torch)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as handle:
+            kb = sum(int(line.split()[1]) for line in handle if line.startswith(("Private_Clean", "Private_Dirty")))
+        return kb / 1024.0
+    except (OSError, ValueError, IndexError):
+        return _resident_mb(pid)
+
+
+def _resident_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+    except (OSError, ValueError, IndexError):
+        return 0.0

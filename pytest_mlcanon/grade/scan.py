@@ -1,0 +1,329 @@
+"""The static integrity scan: what a submission's files do that an implementation has no reason to do.
+
+It reads (never runs) the item's own files and every learner file they reach through
+``canon_refs.*``/``mlbook.*`` imports, with ``ast``, through the same ``Source`` and import aliases as
+the rubric: ``from sys import exit as leave`` is still ``sys.exit``. Each hit is an integrity finding
+(``integrity.RULES``). The scan is a tripwire for the primitives an attack needs (exiting, patching,
+peeking, spawning, dynamic code); the run-time ``guard`` blocks the same things while the code runs,
+and the parent's seeded re-check is what a forged pass cannot get past.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from pytest_mlcanon import catalog
+from pytest_mlcanon.grade.integrity import finding
+from pytest_mlcanon.redirect import ALIAS_PACKAGE, REF_PACKAGE, reference_dir
+from pytest_mlcanon.rubric import api
+from pytest_mlcanon.rubric.model import Finding
+from pytest_mlcanon.rubric.source import Source, SourceError, load, resolve
+
+EXIT_CALLS = frozenset({"sys.exit", "os._exit", "os.abort", "os.kill", "os.killpg", "_thread.interrupt_main",
+                        "exit", "quit"})
+EXIT_EXCEPTIONS = frozenset({"SystemExit", "KeyboardInterrupt", "GeneratorExit"})
+PATCH_CALLS = frozenset({"sys.settrace", "sys.setprofile", "sys.addaudithook", "threading.settrace",
+                         "threading.setprofile", "importlib.reload"})
+INTROSPECTION_CALLS = frozenset({
+    "sys._getframe", "sys._current_frames", "inspect.currentframe", "inspect.stack", "inspect.getouterframes",
+    "inspect.getframeinfo", "inspect.trace", "inspect.getsource", "inspect.getsourcelines", "inspect.getsourcefile",
+    "inspect.getfile", "inspect.getmodule", "traceback.extract_stack", "traceback.walk_stack",
+    "traceback.format_stack", "traceback.print_stack",
+})
+FRAME_ATTRS = frozenset({"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "tb_frame", "gi_frame", "cr_frame",
+                         "ag_frame"})
+FILE_CALLS = frozenset({
+    "open", "io.open", "codecs.open", "os.open", "os.fdopen", "os.write", "os.remove", "os.unlink", "os.rename",
+    "os.renames", "os.replace", "os.mkdir", "os.makedirs", "os.rmdir", "os.removedirs", "os.chmod", "os.chown",
+    "os.link", "os.symlink", "os.truncate", "os.listdir", "os.scandir", "os.walk", "os.mkfifo", "os.chdir",
+    "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt", "numpy.load", "numpy.loadtxt",
+    "numpy.genfromtxt", "numpy.fromfile", "numpy.memmap", "torch.save", "torch.load",
+})
+FILE_METHODS = frozenset({"read_text", "read_bytes", "write_text", "write_bytes", "tofile", "touch", "symlink_to",
+                          "hardlink_to", "iterdir", "rglob"})
+PROCESS_CALLS = frozenset({"os.fork", "os.forkpty", "os.system", "os.popen", "os.posix_spawn", "os.posix_spawnp",
+                           "os.startfile", "_thread.start_new_thread", "_thread.start_new"})
+PROCESS_PREFIXES = ("os.exec", "os.spawn")
+DYNAMIC_CALLS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint", "types.FunctionType",
+                           "types.CodeType", "types.ModuleType"})
+DYNAMIC_ATTRS = frozenset({"__subclasses__", "__globals__", "__code__", "__closure__", "__builtins__", "__loader__"})
+
+MODULE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("INT001", ("signal",)),
+    ("INT002", ("pytest", "_pytest", "pluggy", "unittest.mock", "mock", "pytest_mlcanon", "builtins", "__builtin__",
+                "sitecustomize", "usercustomize", "atexit")),
+    ("INT004", ("canon_tests", "conftest", "gc")),
+    ("INT006", ("shutil", "tempfile", "glob", "pathlib", "fileinput", "zipfile", "tarfile", "sqlite3", "dbm",
+                "shelve")),
+    ("INT007", ("subprocess", "multiprocessing", "concurrent.futures", "threading", "_thread", "pty")),
+    ("INT008", ("socket", "ssl", "urllib", "http", "requests", "httpx", "aiohttp", "ftplib", "smtplib", "poplib",
+                "imaplib", "telnetlib", "xmlrpc", "socketserver", "websocket", "websockets")),
+    ("INT009", ("importlib", "ctypes", "cffi", "marshal", "pickle", "dill", "cloudpickle", "code", "codeop", "runpy",
+                "zipimport", "imp", "pydoc")),
+)
+_TEST_FILE = re.compile(r"(^|[/\\])(test_\w+|conftest)\.py\b")
+
+
+def scan(item: catalog.Item, impl_dir: Path, display_root: Path) -> list[Finding]:
+    """Every integrity finding in the item's files and the learner files they import."""
+    found: list[Finding] = []
+    for path in reachable_files(item, impl_dir):
+        try:
+            source = load(path, _display(path, display_root))
+        except SourceError:
+            continue  # a syntax error is a broken submission, not an integrity problem
+        own = path.relative_to(impl_dir).with_suffix("").as_posix()
+        found += _Scanner(source, item, own).run()
+        found += _copied(source, item, path.relative_to(impl_dir))
+    return sorted(set(found), key=lambda f: (f.path, f.line, f.code))
+
+
+def reachable_files(item: catalog.Item, impl_dir: Path) -> list[Path]:
+    """The learner's files of the item, then those they reach by canon imports, breadth first."""
+    queue = [m for m in item.modules if (impl_dir / f"{m}.py").is_file()]
+    seen: set[str] = set()
+    files: list[Path] = []
+    while queue:
+        module = queue.pop(0)
+        if module in seen:
+            continue
+        seen.add(module)
+        path = impl_dir / f"{module}.py"
+        files.append(path)
+        try:
+            tree = load(path).tree
+        except SourceError:
+            continue
+        queue += [m for m in canon_imports(tree, module) if (impl_dir / f"{m}.py").is_file()]
+    return files
+
+
+def canon_imports(tree: ast.Module, module: str) -> list[str]:
+    """``<area>/<module>`` names a file imports through ``canon_refs``, ``mlbook`` or a relative import."""
+    area = module.split("/")[0]
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [m for alias in node.names if (m := _canon_module(alias.name))]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 1:
+                base = f"{area}/{node.module}" if node.module else None
+                found += [base] if base else [f"{area}/{alias.name}" for alias in node.names]
+            elif node.level == 0 and node.module:
+                direct = _canon_module(node.module)
+                found += [direct] if direct else [m for alias in node.names
+                                                  if (m := _canon_module(f"{node.module}.{alias.name}"))]
+    return found
+
+
+def _canon_module(dotted: str) -> str | None:
+    parts = dotted.split(".")
+    if parts[0] in (REF_PACKAGE, ALIAS_PACKAGE) and len(parts) >= 3:
+        return f"{parts[1]}/{parts[2]}"
+    return None
+
+
+def _display(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _matches(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+class _Scanner:
+    """One pass over one file; collects findings as (code, line, detail)."""
+
+    def __init__(self, source: Source, item: catalog.Item, module: str) -> None:
+        self.source = source
+        self.item = item
+        self.module = module.replace("/", ".")  # the file's own canon module: importing it is the reference
+        self.own = {m.replace("/", ".") for m in item.modules}
+        self.found: list[Finding] = []
+
+    def add(self, code: str, node: ast.AST, detail: str) -> None:
+        self.found.append(finding(code, self.source.display, getattr(node, "lineno", 0), detail))
+
+    def run(self) -> list[Finding]:
+        docstrings = set(_docstring_nodes(self.source.tree))
+        for node in ast.walk(self.source.tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.imports(node)
+            elif isinstance(node, ast.Call):
+                self.call(node)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                self.attribute(node)
+            elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__"):
+                self.add("INT002", node, f"`{node.id}`")
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                self.assignment(node)
+            elif isinstance(node, ast.Raise) and node.exc is not None:
+                name = _raised_name(node.exc)
+                if name in EXIT_EXCEPTIONS:
+                    self.add("INT001", node, f"`raise {name}`")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("pytest_"):
+                self.add("INT002", node, f"defines the pytest hook `{node.name}`")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node not in docstrings:
+                self.string(node)
+        self.found += self.forbidden()
+        return self.found
+
+    def imports(self, node: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif node.level == 0 and node.module:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            return
+        for name in names:
+            if self._is_own_reference(name):
+                self.add("INT003", node, f"`import {name}`")
+                return
+        for code, prefixes in MODULE_RULES:
+            hit = next((n for n in names if _matches(n, prefixes)), None)
+            if hit is not None:
+                self.add(code, node, f"imports `{hit}`")
+
+    def _is_own_reference(self, dotted: str) -> bool:
+        parts = dotted.split(".")
+        return parts[0] in (REF_PACKAGE, ALIAS_PACKAGE) and ".".join(parts[1:3]) == self.module
+
+    def call(self, node: ast.Call) -> None:
+        name = self._name(node.func)
+        if name is None:
+            if isinstance(node.func, ast.Attribute) and node.func.attr in FILE_METHODS:
+                self.add("INT006", node, f"calls `.{node.func.attr}()`")
+            return
+        if name in EXIT_CALLS or name.startswith("signal."):
+            self.add("INT001", node, f"calls `{name}`")
+        elif name in PATCH_CALLS:
+            self.add("INT002", node, f"calls `{name}`")
+        elif name in ("setattr", "delattr") and node.args and self._mutates_import(node.args[0]):
+            self.add("INT002", node, f"`{name}` on `{ast.unparse(node.args[0])}`")
+        elif name in INTROSPECTION_CALLS:
+            self.add("INT004", node, f"calls `{name}`")
+        elif name in FILE_CALLS:
+            self.add("INT006", node, f"calls `{name}`")
+        elif name in PROCESS_CALLS or name.startswith(PROCESS_PREFIXES):
+            self.add("INT007", node, f"calls `{name}`")
+        elif name in DYNAMIC_CALLS:
+            self.add("INT009", node, f"calls `{name}`")
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in FILE_METHODS:
+            self.add("INT006", node, f"calls `.{node.func.attr}()`")
+
+    def _name(self, func: ast.expr) -> str | None:
+        """The dotted origin of a called name through the imports; builtins by their own name."""
+        if isinstance(func, ast.Name) and func.id not in self.source.aliases:
+            return func.id
+        return resolve(func, self.source.aliases)
+
+    def _touches_import(self, node: ast.expr) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in self.source.aliases for n in ast.walk(node))
+
+    def _mutates_import(self, node: ast.expr) -> bool:
+        """True when the object being changed is reached from an import: ``torch.allclose``,
+        ``np.testing.__dict__[k]``, ``sys.modules[k].f``, ``vars(torch)[k]``, ``getattr(torch, n).f``."""
+        while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+            if isinstance(node, ast.Call):
+                return any(self._touches_import(arg) for arg in node.args)
+            node = node.value
+        return isinstance(node, ast.Name) and node.id in self.source.aliases
+
+    def attribute(self, node: ast.Attribute) -> None:
+        if node.attr in FRAME_ATTRS:
+            self.add("INT004", node, f"reads `.{node.attr}`")
+        elif node.attr in DYNAMIC_ATTRS:
+            self.add("INT009", node, f"reads `.{node.attr}`")
+        else:
+            full = resolve(node, self.source.aliases)
+            if full == "sys.modules":
+                self.add("INT002", node, "uses `sys.modules`")
+            elif full and self._is_own_reference(full):
+                self.add("INT003", node, f"uses `{full}`")
+
+    def assignment(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete) -> None:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        else:
+            targets = [node.target]
+        for target in targets:
+            for sub in _flatten(target):
+                if isinstance(sub, (ast.Attribute, ast.Subscript)) and self._mutates_import(sub):
+                    self.add("INT002", node, f"assigns `{ast.unparse(sub)}`")
+                    return
+
+    def string(self, node: ast.Constant) -> None:
+        text = str(node.value)
+        if "canon_tests" in text or _TEST_FILE.search(text):
+            self.add("INT004", node, f"names a test file ({text[:60]!r})")
+        elif any(m in text or m.replace(".", "/") in text for m in self.own) and REF_PACKAGE in text:
+            self.add("INT003", node, f"names the reference ({text[:60]!r})")
+
+    def forbidden(self) -> list[Finding]:
+        return [finding("INT005", f.path, f.line, f.message.split(" is a forbidden", 1)[0])
+                for f in api.static_findings(self.source, self.item) if f.code == "API005"]
+
+
+def _flatten(target: ast.expr) -> Iterator[ast.expr]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _flatten(element)
+    elif isinstance(target, ast.Starred):
+        yield from _flatten(target.value)
+    else:
+        yield target
+
+
+def _raised_name(exc: ast.expr) -> str:
+    node = exc.func if isinstance(exc, ast.Call) else exc
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+def _docstring_nodes(tree: ast.Module) -> Iterator[ast.Constant]:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value,
+                                                                                                     str):
+                yield first.value
+
+
+def _copied(source: Source, item: catalog.Item, relative: Path) -> list[Finding]:
+    """INT011: the file is the reference with only comments and docstrings changed."""
+    module = relative.with_suffix("").as_posix()
+    if module not in item.modules:
+        return []
+    reference = reference_dir() / relative
+    if not reference.is_file() or reference.resolve() == source.path.resolve():
+        return []
+    try:
+        theirs = load(reference).tree
+    except SourceError:
+        return []
+    if _skeleton(source.tree) == _skeleton(theirs):
+        return [finding("INT011", source.display, 1, f"same code as {REF_PACKAGE}/{relative.as_posix()}")]
+    return []
+
+
+def _skeleton(tree: ast.Module) -> str:
+    """The module's AST without docstrings, as text (comments are not in the AST)."""
+    clone = ast.parse(ast.unparse(tree))
+    for node in ast.walk(clone):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value,
+                                                                                                     str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return ast.dump(clone, annotate_fields=False)

@@ -1,0 +1,89 @@
+"""``mlcanon grade`` from the command line: shards, merge, every output, and the usage errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_mlcanon.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+GOOD_BOXES = REPO / "examples" / "learners" / "good" / "detection" / "boxes.py"
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A class of three graded in two shards and merged; returns (class folder, merged output)."""
+    root = tmp_path_factory.mktemp("cli")
+    submissions = root / "submissions"
+    for student in ("amy", "bo"):
+        (submissions / student / "detection").mkdir(parents=True)
+        shutil.copyfile(GOOD_BOXES, submissions / student / "detection" / "boxes.py")
+    (submissions / "cid" / "notes").mkdir(parents=True)
+    (root / "mlcanon-grade.toml").write_text('items = ["detection/boxes"]\nworkers = 2\n[limits]\n'
+                                            'test_timeout_s = 20\n[points]\ndefault = 4\n')
+    for index in (1, 2):
+        code = main(["grade", str(submissions), "--shard", f"{index}/2", "--out", str(root / f"shard-{index}"),
+                     "--no-progress", "--seed", "11"])
+        assert code == 0
+    code = main(["grade", "--merge", str(root / "shard-1"), str(root / "shard-2" / "gradebook.json"),
+                 "--out", str(root / "merged")])
+    assert code == 0
+    return submissions, root / "merged"
+
+
+def test_shards_split_the_class_and_merge_restores_it(sharded: tuple[Path, Path]) -> None:
+    _, merged = sharded
+    book = json.loads((merged / "gradebook.json").read_text())
+    assert [s["student"] for s in book["students"]] == ["amy", "bo", "cid"]
+    assert sorted(book["shards"]) == ["1/2", "2/2"]
+    first = json.loads((merged.parent / "shard-1" / "gradebook.json").read_text())
+    assert [s["student"] for s in first["students"]] == ["amy", "cid"], "sorted by name, every second one"
+    amy = book["students"][0]
+    assert amy["points"] == 4 and amy["items"][0]["verdict"] == "strong 5/5"
+    assert book["students"][2]["items"][0]["status"] == "not attempted"
+
+
+def test_every_output_is_written(sharded: tuple[Path, Path]) -> None:
+    _, merged = sharded
+    for name in ("gradebook.csv", "gradebook.md", "gradebook.json", "report.html", "feedback/amy.md",
+                 "feedback/cid.md", "gradescope/bo/results.json"):
+        assert (merged / name).is_file(), name
+    csv_header = (merged / "gradebook.csv").read_text().splitlines()[0]
+    for column in ("detection/boxes correctness", "detection/boxes explanation", "detection/boxes score",
+                   "detection/boxes time s", "detection/boxes integrity", "detection/boxes verdict"):
+        assert column in csv_header
+    results = json.loads((merged / "gradescope" / "amy" / "results.json").read_text())
+    assert results["score"] == 4 and {t["status"] for t in results["tests"]} <= {"passed", "failed"}
+    assert abs(sum(t["max_score"] for t in results["tests"]) - 4) < 1e-3
+
+
+def test_the_step_summary_is_appended_on_github(tmp_path: Path, sharded: tuple[Path, Path],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    _, merged = sharded
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    assert main(["grade", "--merge", str(merged.parent / "shard-1"), str(merged.parent / "shard-2"),
+                 "--out", str(tmp_path / "again")]) == 0
+    text = summary.read_text()
+    assert "## mlcanon grade (shard 1/2, 2/2)" in text and "| amy" in text
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["grade"], "give SUBMISSIONS"),
+    (["grade", "{class}", "--item", "posttrain/dop"], "unknown canon item 'posttrain/dop'"),
+    (["grade", "{class}", "--shard", "3/2"], "--shard '3/2'"),
+    (["grade", "{class}", "--timeout", "0"], "command line --timeout=0.0: must be > 0"),
+    (["grade", "{class}-missing", "--item", "detection/boxes"], "no such folder"),
+    (["grade", "--merge", "{out}/shard-1"], "shard(s) 2/2 missing"),
+])
+def test_usage_errors_are_one_line_and_status_2(argv: list[str], message: str, sharded: tuple[Path, Path],
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    submissions, merged = sharded
+    args = [a.replace("{class}", str(submissions)).replace("{out}", str(merged.parent)) for a in argv]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mlcanon grade: ") and message in err and err.count("\n") == 1

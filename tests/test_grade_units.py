@@ -1,0 +1,474 @@
+"""Unit tests of ``pytest_mlcanon.grade``: the parts that need no child process (fast)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pytest_mlcanon import catalog
+from pytest_mlcanon.grade import (
+    assess,
+    channel,
+    compare,
+    config,
+    discover,
+    integrity,
+    recheck,
+    scan,
+    shard,
+    uids,
+)
+from pytest_mlcanon.grade.gradebook import Gradebook, GradedTest, ItemResult, Recheck, StudentResult
+from pytest_mlcanon.grade.guard import Guard, _resolve
+from pytest_mlcanon.grade.progress import Progress
+from pytest_mlcanon.grade.render import csvfile, github, gradescope, html, markdown, write_all
+from pytest_mlcanon.grade.runner import ExitInfo, JobRun
+from pytest_mlcanon.redirect import reference_dir
+from pytest_mlcanon.rubric.model import Finding
+
+REPO = Path(__file__).resolve().parents[1]
+BOXES = catalog.get("detection/boxes")
+
+
+# -- the channel's codec and framing --------------------------------------------------------------------------
+
+
+@dataclass
+class _Pair:
+    loss: torch.Tensor
+    count: int
+
+
+def test_codec_round_trips_plain_data_exactly() -> None:
+    value = (torch.tensor([1.5, float("nan")], dtype=torch.float32), torch.tensor([0.1], dtype=torch.bfloat16),
+             torch.tensor([[True, False]]), np.arange(6, dtype=np.int64).reshape(2, 3), float("inf"), 0.1,
+             {"beta": 0.25, "name": "x", "none": None}, [1, 2], torch.float64)
+    back = channel.decode(channel.encode(value), to_torch=True)
+    assert torch.equal(back[0][:1], value[0][:1]) and torch.isnan(back[0][1])
+    assert back[1].dtype == torch.bfloat16 and torch.equal(back[1], value[1])
+    assert back[2].dtype == torch.bool and torch.equal(back[2], value[2])
+    assert np.array_equal(back[3], value[3]) and back[4] == float("inf") and back[5] == 0.1
+    assert back[6] == {"beta": 0.25, "name": "x", "none": None} and back[7] == [1, 2] and back[8] is torch.float64
+
+
+def test_the_parent_decodes_without_torch_into_arrays_and_records() -> None:
+    decoded = channel.decode(channel.encode(_Pair(torch.tensor(0.5, dtype=torch.float64), 3)))
+    assert isinstance(decoded, channel.Record) and decoded.type == "_Pair"
+    loss = decoded.fields["loss"]
+    assert isinstance(loss, channel.Array) and loss.kind == "tensor" and loss.dtype == "float64"
+    assert loss.values.shape == () and float(loss.values) == 0.5 and decoded.fields["count"] == 3
+
+
+@pytest.mark.parametrize("bad", [
+    {"$": "tensor", "dtype": "object", "shape": [1], "data": ""},
+    {"$": "ndarray", "dtype": "float64", "shape": [2], "data": "AAAAAAAAAAA="},
+    {"$": "ndarray", "dtype": "float64", "shape": [-1], "data": ""},
+    {"$": "float", "hex": "not a float"},
+    {"$": "pickle", "data": "gASVAAAAAAAAAAA="},
+    [1, 2, 3],
+])
+def test_the_parent_rejects_malformed_values(bad: object) -> None:
+    with pytest.raises(channel.CodecError):
+        channel.decode(bad)
+
+
+def test_frames_survive_arbitrary_splits_and_the_reader_caps_them() -> None:
+    read, write = os.pipe()
+    writer = channel.ChannelWriter(write)
+    writer.send("start", test="t1")
+    writer.send("done")
+    os.close(write)
+    reader = channel.FrameReader(read)
+    frames = []
+    while not reader.eof:
+        frames += reader.read()
+    os.close(read)
+    assert [f["kind"] for f in frames] == ["start", "done"] and not reader.error
+
+
+@pytest.mark.parametrize(("payload", "error"), [
+    (channel.HEADER.pack(10_000_000), "exceeds"),
+    (channel.HEADER.pack(4) + b"nope", "not valid JSON"),
+    (channel.HEADER.pack(2) + b"[]", "no kind"),
+    (channel.HEADER.pack(9), "inside a frame"),
+])
+def test_a_forged_or_corrupt_channel_is_an_error_not_a_frame(payload: bytes, error: str) -> None:
+    read, write = os.pipe()
+    os.write(write, payload)
+    os.close(write)
+    reader = channel.FrameReader(read, max_frame=1 << 20)
+    frames = []
+    while not reader.eof:
+        frames += reader.read()
+    os.close(read)
+    assert frames == [] and error in reader.error
+
+
+# -- the parent's comparison ----------------------------------------------------------------------------------------
+
+
+def _enc(value: object) -> object:
+    return channel.decode(channel.encode(value))
+
+
+def test_compare_accepts_float_noise_and_names_a_real_difference() -> None:
+    expected = _enc(torch.tensor([0.1, 0.2, 0.3]))
+    assert compare.compare(expected, _enc(torch.tensor([0.1, 0.2, 0.3 + 1e-7]))) == []
+    problems = compare.compare(expected, _enc(torch.tensor([0.1, -0.2, 0.3])), "iou")
+    assert problems and problems[0].startswith("iou: off by up to 0.4 (at (1,)")
+
+
+@pytest.mark.parametrize(("got", "words"), [
+    (torch.zeros(2), "shape (2,) instead of (3,)"),
+    (torch.tensor([0.1, float("nan"), 0.3]), "NaN where"),
+    (channel.Raised("TypeError", "bad"), "raised TypeError: bad"),
+    (channel.Opaque("generator"), "returned a generator"),
+])
+def test_compare_explains_each_kind_of_mismatch(got: object, words: str) -> None:
+    decoded = got if isinstance(got, (channel.Raised, channel.Opaque)) else _enc(got)
+    (problem,) = compare.compare(_enc(torch.tensor([0.1, 0.2, 0.3])), decoded)
+    assert words in problem
+
+
+def test_compare_walks_records_by_field() -> None:
+    expected = _enc(_Pair(torch.tensor(1.0), 2))
+    assert compare.compare(expected, _enc(_Pair(torch.tensor(1.0), 2))) == []
+    assert compare.compare(expected, channel.Record("Other", {"loss": _enc(torch.tensor(1.0))})) == [
+        "result.count: missing"]
+
+
+# -- the static integrity scan ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("snippet", "code"), [
+    ("import sys\nsys.exit(0)", "INT001"),
+    ("from os import _exit as leave\nleave(0)", "INT001"),
+    ("raise SystemExit", "INT001"),
+    ("import torch\ntorch.allclose = lambda *a, **k: True", "INT002"),
+    ("import numpy as np\nsetattr(np.testing, 'assert_allclose', print)", "INT002"),
+    ("import torch\nvars(torch.testing)['assert_close'] = print", "INT002"),
+    ("import _pytest.reports", "INT002"),
+    ("def pytest_runtest_makereport(item, call):\n    pass", "INT002"),
+    ("from canon_refs.detection.boxes import box_iou", "INT003"),
+    ("import mlbook.detection.boxes", "INT003"),
+    ("import sys\nsys._getframe(1).f_locals", "INT004"),
+    ("PATH = 'canon_tests/test_detection_boxes.py'", "INT004"),
+    ("import torchvision.ops\nbox_iou = torchvision.ops.box_iou", "INT005"),
+    ("data = open('x').read()", "INT006"),
+    ("import os\nos.fork()", "INT007"),
+    ("import socket", "INT008"),
+    ("exec('x = 1')", "INT009"),
+    ("import ctypes", "INT009"),
+])
+def test_scan_rules(tmp_path: Path, snippet: str, code: str) -> None:
+    path = tmp_path / "detection" / "boxes.py"
+    path.parent.mkdir()
+    path.write_text(snippet + "\n", encoding="utf-8")
+    codes = {f.code for f in scan.scan(BOXES, tmp_path, tmp_path)}
+    assert code in codes, codes
+
+
+def test_scan_follows_canon_imports_to_the_learners_other_files(tmp_path: Path) -> None:
+    (tmp_path / "detection").mkdir()
+    (tmp_path / "detection" / "nms.py").write_text("from canon_refs.detection.boxes import box_iou\n")
+    (tmp_path / "detection" / "boxes.py").write_text("import os\nos._exit(3)\n")
+    found = scan.scan(catalog.get("detection/nms"), tmp_path, tmp_path)
+    assert [(f.code, f.path) for f in found] == [("INT001", "detection/boxes.py")]
+
+
+def test_scan_flags_a_verbatim_copy_of_the_reference(tmp_path: Path) -> None:
+    (tmp_path / "detection").mkdir()
+    text = (reference_dir() / "detection" / "boxes.py").read_text()
+    (tmp_path / "detection" / "boxes.py").write_text(text.replace('"""', '"""Mine. ', 1))
+    assert "INT011" in {f.code for f in scan.scan(BOXES, tmp_path, tmp_path)}
+
+
+@pytest.mark.parametrize("root", [reference_dir(), REPO / "examples" / "learners" / "good",
+                                  REPO / "examples" / "learners" / "flawed"], ids=["references", "good", "flawed"])
+def test_honest_code_raises_no_integrity_flag(root: Path) -> None:
+    found = [f.render() for item in catalog.all_items() for f in scan.scan(item, root, root)
+             if not (root == reference_dir() and f.code == "INT011")]
+    assert found == []
+
+
+def test_every_integrity_code_has_a_title_and_a_hint() -> None:
+    assert all(rule.title and rule.hint and code.startswith("INT") for code, rule in integrity.RULES.items())
+
+
+# -- the run-time guard (its judgement; the hook itself runs in the attack suite) -----------------------------------
+
+
+def test_guard_judges_writes_and_reads(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    guard = Guard(channel.ChannelWriter(os.open(os.devnull, os.O_WRONLY)), str(tmp_path / "work"), str(scratch),
+                  str(tmp_path), (str(REPO / "canon_tests"),), (str(reference_dir() / "detection" / "boxes.py"),))
+    assert guard._judge("open", "INT101", (str(scratch / "ok.txt"), "w", 0)) is None  # noqa: SLF001
+    assert guard._judge("open", "INT101", ("/tmp/elsewhere", "w", 0))[0] == "INT101"  # noqa: SLF001
+    assert guard._judge("open", "INT101", ("/etc/hostname", "r", 0)) is None  # noqa: SLF001
+    test_file = str(REPO / "canon_tests" / "test_detection_boxes.py")
+    assert guard._judge("open", "INT101", (test_file, "r", 0))[0] == "INT102"  # noqa: SLF001
+    assert guard._judge("socket.connect", "INT103", ()) == ("INT103", "socket.connect")  # noqa: SLF001
+
+
+def test_guard_resolves_without_importing() -> None:
+    assert _resolve("torch.testing.assert_close") is torch.testing.assert_close
+    assert _resolve("module_that_is_not_imported.f") is None
+
+
+# -- the seeded re-check's inputs ------------------------------------------------------------------------------------
+
+
+def test_perturbation_keeps_masks_integers_and_booleans() -> None:
+    rng = np.random.default_rng(0)
+    mask = torch.tensor([[0.0, 1.0], [1.0, 1.0]])
+    additive = torch.tensor([0.0, -1e9, 0.0])
+    values = torch.tensor([0.5, 2.0, -3.0], dtype=torch.float64)
+    out = recheck._perturb((mask, additive, values, 3, True, 0.1, 1.0, torch.tensor([1, 2])), rng)  # noqa: SLF001
+    assert torch.equal(out[0], mask) and torch.equal(out[1], additive)
+    assert not torch.equal(out[2], values) and torch.allclose(out[2], values, rtol=0.021)
+    assert out[3:5] == (3, True) and out[5] != 0.1 and abs(out[5] - 0.1) <= 0.1 * 0.021 and out[6] == 1.0
+    assert torch.equal(out[7], torch.tensor([1, 2]))
+
+
+def test_the_child_never_sees_the_expected_outputs() -> None:
+    case = {"item": "a/b", "module": "a/b", "function": "f", "args": [], "kwargs": {}, "expected": 1,
+            "mutated": {"0": 2}}
+    (shown,) = recheck.child_cases([case])
+    assert "expected" not in shown and shown["mutated"] == ["0"]
+
+
+def test_items_with_implementation_defined_outputs_are_not_rechecked() -> None:
+    assert recheck.reason_not_rechecked("classical/pca") and recheck.reason_not_rechecked("rl/gae")
+    assert recheck.reason_not_rechecked("posttrain/dpo") == ""
+
+
+# -- what the parent makes of a child's frames ---------------------------------------------------------------------
+
+
+def _run(frames: list[dict], *, killed: str = "", killed_in: str = "", status: int = 0) -> JobRun:
+    return JobRun(frames=frames, exit=ExitInfo(status, 0.1, 10.0), wall_s=1.0, killed=killed, killed_in=killed_in)
+
+
+def test_protocol_violations_are_integrity_flags() -> None:
+    claims = assess.read_frames([{"kind": "done"}, {"kind": "done"}, {"kind": "mystery"},
+                                 {"kind": "outcome", "outcome": {"nodeid": "x", "outcome": "won"}}])
+    assert len(claims.protocol) == 3
+    found = assess._integrity([], claims, _run([]))  # noqa: SLF001
+    assert {f.code for f in found} == {"INT107"}
+
+
+def test_tests_that_never_reported_are_failed_and_say_why() -> None:
+    calibration = assess.Calibration(nodeids={BOXES.slug: ["a/test_detection_boxes.py::t1", "b/test_detection_boxes"
+                                                                                              ".py::t2", "x::t3"]})
+    outcome = {"nodeid": "elsewhere/test_detection_boxes.py::t1", "outcome": "passed"}
+    run = _run([{"kind": "outcome", "outcome": outcome}, {"kind": "start", "test": "c/test_detection_boxes.py::t2"}],
+               killed="test", killed_in="c/test_detection_boxes.py::t2")
+    claims = assess.read_frames(run.frames)
+    settings = config.from_table({"limits": {"test_timeout_s": 3}})
+    status, ending = assess._status(run, claims, BOXES, settings)  # noqa: SLF001
+    assert (status, ending) == ("timeout", "t2 ran over 3 s")
+    _, tests = assess._tests(BOXES, calibration, claims, run, status, ending, settings)  # noqa: SLF001
+    assert [(t.name, t.outcome) for t in tests] == [("t1", "passed"), ("t2", "timeout"), ("t3", "not run")]
+
+
+@pytest.mark.parametrize(("run", "status"), [
+    (JobRun(exit=ExitInfo(signal.SIGXCPU, 1.0, 1.0)), "timeout"),
+    (JobRun(exit=ExitInfo(signal.SIGXFSZ, 1.0, 1.0)), "killed"),
+    (JobRun(exit=ExitInfo(0, 1.0, 1.0), killed="memory"), "killed"),
+    (JobRun(exit=ExitInfo(0, 1.0, 1.0), frames=[{"kind": "start", "test": "f::t"}]), "crashed"),
+])
+def test_status_comes_from_the_parents_own_observations(run: JobRun, status: str) -> None:
+    claims = assess.read_frames(run.frames)
+    assert assess._status(run, claims, BOXES, config.GradeConfig())[0] == status  # noqa: SLF001
+
+
+# -- configuration, discovery, shards -------------------------------------------------------------------------------
+
+
+def test_config_layers_and_errors(tmp_path: Path) -> None:
+    path = tmp_path / config.CONFIG_NAME
+    path.write_text('items = ["detection/boxes"]\nworkers = 3\n[limits]\nwall_s = 30\n[points]\n'
+                    '"detection/boxes" = 5\n[weights]\ncorrectness = 2\n[tests]\n"test_iou*" = 3\n')
+    loaded = config.load(path, {"workers": 1, "wall_s": None})
+    assert (loaded.items, loaded.workers, loaded.limits.wall_s) == ("detection/boxes", 1, 30.0)
+    assert loaded.points.item("detection/boxes") == 5 and loaded.points.item("posttrain/dpo") == 10
+    assert loaded.points.share("correctness") == pytest.approx(2 / 6)
+    assert loaded.points.test_weight("test_iou_closed_form") == 3 and loaded.points.test_weight("other") == 1
+    with pytest.raises(config.ConfigError, match=r"command line --timeout=-1: must be > 0"):
+        config.load(path, {"wall_s": -1})
+    path.write_text("[limits]\nmemory_mb = 'lots'\n")
+    with pytest.raises(config.ConfigError, match=r"\[limits\] memory_mb='lots'"):
+        config.load(path, {})
+    path.write_text("colour = 1\n")
+    with pytest.raises(config.ConfigError, match="unknown key"):
+        config.load(path, {})
+
+
+def test_config_is_found_beside_the_submissions(tmp_path: Path) -> None:
+    (tmp_path / "subs").mkdir()
+    (tmp_path / config.CONFIG_NAME).write_text("")
+    assert config.find(None, tmp_path / "subs") == tmp_path / config.CONFIG_NAME
+    with pytest.raises(config.ConfigError):
+        config.find(str(tmp_path / "missing.toml"), None)
+
+
+def test_discovery_of_student_folders(tmp_path: Path) -> None:
+    for path in ("ann/detection/boxes.py", "bob/practice/detection/boxes.py", "c d!/notes.txt",
+                 "two/x/detection/boxes.py", "two/y/detection/boxes.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    found = {s.student: s for s in discover.find(tmp_path)}
+    assert found["ann"].impl == (tmp_path / "ann").resolve()
+    assert found["bob"].impl == (tmp_path / "bob" / "practice").resolve()
+    assert found["c_d"].impl is None and "no folder laid out like the canon" in found["c_d"].problem
+    assert found["two"].impl is None and "several learner directories" in found["two"].problem
+    single = discover.find(tmp_path / "ann")
+    assert [s.student for s in single] == ["ann"]
+
+
+def test_shards_split_the_class_deterministically_and_completely() -> None:
+    @dataclass
+    class S:
+        student: str
+
+    students = [S(f"s{n:02d}") for n in range(7)]
+    parts = [shard.select(list(reversed(students)), i, 3) for i in (1, 2, 3)]
+    assert sorted(s.student for p in parts for s in p) == sorted(s.student for s in students)
+    assert [len(p) for p in parts] == [3, 2, 2]
+    assert parts[0] == shard.select(students, 1, 3)
+    for bad in ("0/2", "3/2", "x", "1-2"):
+        with pytest.raises(shard.ShardError):
+            shard.parse(bad)
+
+
+def _book(students: list[str], shards: list[str]) -> Gradebook:
+    item = ItemResult("detection/boxes", 18, "IoU", "scored", "strong 5/5", {"correctness": True}, 5,
+                      [GradedTest("t1", "passed", points=6, max_points=6)], [Finding("SHP001", "a.py", 3, "m", "h")],
+                      ["note"], [], Recheck("passed", "ok", 3), 10.0, 10.0)
+    return Gradebook(["detection/boxes"], {"detection/boxes": "IoU"},
+                     [StudentResult(s, items=[item]) for s in students], [1], shards)
+
+
+def test_merge_combines_shards_and_refuses_inconsistent_ones(tmp_path: Path) -> None:
+    merged = shard.merge([_book(["b"], ["2/2"]), _book(["a"], ["1/2"])])
+    assert [s.student for s in merged.students] == ["a", "b"] and merged.shards == ["2/2", "1/2"]
+    with pytest.raises(shard.ShardError, match="in two shards"):
+        shard.merge([_book(["a"], ["1/2"]), _book(["a"], ["2/2"])])
+    with pytest.raises(shard.ShardError, match="missing"):
+        shard.merge([_book(["a"], ["1/3"]), _book(["b"], ["2/3"])])
+    (tmp_path / "s1").mkdir()
+    (tmp_path / "s1" / "gradebook.json").write_text(json.dumps(_book(["a"], ["1/1"]).to_dict()))
+    assert shard.load(tmp_path / "s1").students[0].student == "a"
+
+
+def test_gradebook_json_round_trips() -> None:
+    book = _book(["a", "b"], [])
+    again = Gradebook.from_dict(json.loads(json.dumps(book.to_dict())))
+    assert again == book
+
+
+# -- renderers -----------------------------------------------------------------------------------------------------------
+
+
+def test_gradescope_results_follow_the_autograder_format() -> None:
+    book = _book(["a"], [])
+    data = json.loads(gradescope.render(book, book.students[0]))
+    assert set(data) == {"score", "execution_time", "output", "visibility", "tests"}
+    assert isinstance(data["score"], float) and isinstance(data["execution_time"], int)
+    assert data["visibility"] in config.VISIBILITY
+    for test in data["tests"]:
+        assert set(test) == {"name", "score", "max_score", "status", "output", "visibility"}
+        assert test["status"] in ("passed", "failed") and test["score"] <= test["max_score"] + 1e-9
+
+
+def test_renderers_escape_what_submissions_control(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    book = _book(["=cmd|' /C calc'!A0"], [])
+    book.students[0].items[0].verdict = "<script>alert(1)</script> | a\nb"
+    assert "<script>" not in html.render(book)
+    assert "\\|" in markdown.render(book) and "a b" in markdown.render(book)
+    assert "'=cmd" in csvfile.render(book)
+    monkeypatch.setattr(html, "matplotlib_available", lambda: False)
+    assert "pip install pytest-mlcanon[html]" in html.render(book)
+
+
+def test_write_all_writes_every_output_and_appends_the_step_summary(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setattr(html, "matplotlib_available", lambda: False)
+    written = write_all(_book(["a", "b"], ["1/2"]), tmp_path / "out")
+    names = {p.relative_to(tmp_path / "out").as_posix() for p in written if (tmp_path / "out") in p.parents}
+    assert {"gradebook.csv", "gradebook.md", "gradebook.json", "report.html", "feedback/a.md",
+            "gradescope/b/results.json"} <= names
+    text = summary.read_text()
+    assert text.startswith("earlier step\n") and "## mlcanon grade (shard 1/2)" in text
+    assert github.render(_book(["a"], [])) in github.render(_book(["a"], []))
+
+
+def test_progress_prints_a_line_per_job_when_not_a_terminal(tmp_path: Path) -> None:
+    stream = (tmp_path / "log").open("w+")
+    bar = Progress(2, stream=stream)
+    bar.advance("a x: strong 5/5")
+    bar.advance("b x: error")
+    bar.close()
+    stream.seek(0)
+    assert stream.read() == "[1/2] a x: strong 5/5\n[2/2] b x: error\n"
+
+
+# -- sandbox users --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandbox users need a root grader")
+def test_sweep_kills_everything_a_sandbox_uid_left_behind(tmp_path: Path) -> None:
+    pool = uids.UidPool(62000, 1, lock_dir=tmp_path)
+    uid = pool.acquire()
+    try:
+        stragglers = [subprocess.Popen(["sleep", "60"], user=uid, group=uid, extra_groups=[], start_new_session=True)
+                      for _ in range(3)]
+        assert len(uids.processes_of(uid)) == 3
+        assert uids.sweep(uid, stragglers[0].pid) == 3
+        assert all(p.wait(timeout=10) == -signal.SIGKILL for p in stragglers)
+        assert uids.processes_of(uid) == []
+    finally:
+        pool.release(uid)
+        pool.close()
+
+
+def test_uid_pools_of_two_graders_never_share_a_uid(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("sandbox users need a root grader")
+    first = uids.UidPool(62100, 2, lock_dir=tmp_path)
+    second = uids.UidPool(62100, 2, lock_dir=tmp_path)
+    try:
+        mine = {first.acquire(), first.acquire()}
+        theirs = {second.acquire(), second.acquire()}
+        assert not mine & theirs
+    finally:
+        first.close()
+        second.close()
+
+
+def test_progress_draws_a_bar_on_a_terminal() -> None:
+    code = ("import io, sys\nfrom pytest_mlcanon.grade.progress import Progress\n"
+            "class T(io.StringIO):\n    def isatty(self): return True\n"
+            "s = T(); p = Progress(4, stream=s); p.advance('x'); sys.stdout.write(s.getvalue())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "grading [#######" in out and "1/4" in out and time.time() > 0
+
+
+def test_the_html_report_draws_the_per_axis_histogram_with_matplotlib() -> None:
+    pytest.importorskip("matplotlib")
+    text = html.render(_book(["a", "b"], []))
+    assert "data:image/png;base64," in text and "per-axis histogram" in text
