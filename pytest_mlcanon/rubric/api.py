@@ -71,17 +71,34 @@ def _transposed(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and call_name(node) in TRANSPOSERS
 
 
-def _element_loop(node: ast.AST) -> bool:
-    """``for i in range(len(x))`` / ``range(x.shape[0])`` / ``range(x.size(0))``."""
-    if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and call_name(node.iter) == "range"):
+def _size_expr(node: ast.AST) -> bool:
+    """``len(x)``, ``x.size(0)``, ``x.numel()`` or ``x.shape[...]`` anywhere in ``node``."""
+    return any((isinstance(sub, ast.Call) and call_name(sub) in _SIZE_CALLS)
+               or (isinstance(sub, ast.Attribute) and sub.attr == "shape") for sub in ast.walk(node))
+
+
+def _size_names(fn: ast.AST) -> set[str]:
+    """Names bound to tensor sizes in ``fn``: ``n = len(x)``, ``B, T = x.shape``, ``H = x.size(1)``."""
+    names: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and _size_expr(node.value):
+            for target in node.targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names
+
+
+def _element_loop(node: ast.AST, sizes: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    """``for i in range(len(x))`` / ``range(x.shape[0])`` / ``range(B)`` with ``B, T = x.shape``,
+    also under ``reversed(...)``."""
+    if not isinstance(node, ast.For) or not isinstance(node.iter, ast.Call):
         return False
-    for arg in node.iter.args:
-        for sub in ast.walk(arg):
-            if isinstance(sub, ast.Call) and call_name(sub) in _SIZE_CALLS:
-                return True
-            if isinstance(sub, ast.Attribute) and sub.attr == "shape":
-                return True
-    return False
+    loop = node.iter
+    if call_name(loop) == "reversed" and loop.args and isinstance(loop.args[0], ast.Call):
+        loop = loop.args[0]
+    if call_name(loop) != "range":
+        return False
+    return any(_size_expr(arg) or any(isinstance(n, ast.Name) and n.id in sizes for n in ast.walk(arg))
+               for arg in loop.args)
 
 
 def _loop_names(loop: ast.For) -> set[str]:
@@ -94,6 +111,7 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
     where = source.display
     for fn in functions(source.tree):
         ranks = _ranks_by_name(fn, source)
+        sizes = _size_names(fn)
         for node in ast.walk(fn):
             if isinstance(node, ast.Attribute) and node.attr == "T" and isinstance(node.value, ast.Name):
                 rank = _rank_before(ranks, node.value.id, node.lineno)
@@ -116,9 +134,9 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
                     out.append(Finding("API002", where, node.lineno, ".view on a transposed (non-contiguous) "
                                        "tensor raises at run time or needs a silent copy elsewhere",
                                        "use .reshape(...), or .contiguous().view(...)"))
-            if _element_loop(node):
+            if _element_loop(node, sizes):
                 assert isinstance(node, ast.For)
-                inner = [n for n in ast.walk(node) if n is not node and _element_loop(n)]
+                inner = [n for n in ast.walk(node) if n is not node and _element_loop(n, sizes)]
                 if inner:
                     out.append(Finding("API003", where, node.lineno, "Python double loop over tensor elements "
                                        "where the item expects vectorised code",

@@ -17,10 +17,12 @@ from pytest_mlcanon.rubric.model import AxisResult, Finding
 from pytest_mlcanon.rubric.source import Source
 from pytest_mlcanon.settings import Settings
 
-SHAPE_IN_PROSE = re.compile(r"\(\s*(?:[A-Za-z_][\w]*|\d+|\.\.\.)\s*(?:,\s*(?:[A-Za-z_][\w*+\-/ ]*|\d+|\.\.\.)\s*)*,?\s*\)")
+# A parenthesised list of dims with a comma, not directly after a name: `(B, T, d)`, `(N,)`, not
+# `sigmoid(z)` or `(RetinaNet)`.
+SHAPE_IN_PROSE = re.compile(r"(?<![\w.\])])\(\s*(?:[A-Za-z_][\w]*|\d+|\.\.\.)\s*(?:,\s*(?:[A-Za-z_][\w*+\-/ ]*|\d+|\.\.\.)\s*)*,\s*(?:[A-Za-z_][\w*+\-/ ]*|\d+|\.\.\.)?\s*\)")
 TRADE_OFF_WORDS = ("because", "instead of", "rather than", "trade-off", "tradeoff", "trade off", "why",
                    "so that", "otherwise", "at the cost of", "cheaper", "costs")
-TEST_WORDS = ("test", "check", "verify", "assert")
+TEST_PLAN = re.compile(r"\b(?:tests?|tested|testing|checks?|checked|checking|verify|verifies|verified|asserts?)\b")
 
 
 def _documented(node: ast.AST) -> bool:
@@ -67,7 +69,7 @@ def findings_for(source: Source, settings: Settings) -> list[Finding]:
     if prose and not any(word in lowered for word in TRADE_OFF_WORDS):
         out.append(Finding("EXP005", where, 1, "no trade-off or reason is stated",
                            "say why a choice was made (`because ...`, `instead of ...`)"))
-    if prose and not any(word in lowered for word in TEST_WORDS):
+    if prose and not TEST_PLAN.search(lowered):
         out.append(Finding("EXP006", where, 1, "nothing says what you would test",
                            "list the checks: a closed-form value, a gradient check, an edge case"))
     return out

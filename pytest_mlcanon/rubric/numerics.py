@@ -75,9 +75,11 @@ def _unstable_exps(fn: ast.AST) -> list[ast.Call]:
                     normalised.add("<inline>")
     if not normalised:
         return []
+    maxima = {name for name, value in assigned.items() if _contains(value, lambda n: _is_call_to(n, STABILISERS))}
     stabilised = {name for name, value in assigned.items()
                   if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Sub)
-                  and _contains(value, lambda n: _is_call_to(n, STABILISERS))}
+                  and _contains(value, lambda n: _is_call_to(n, STABILISERS)
+                                or (isinstance(n, ast.Name) and n.id in maxima))}
     found = []
     for node in ast.walk(fn):
         if not _is_call_to(node, {"exp"}):
@@ -99,7 +101,9 @@ def static_findings(source: Source) -> list[Finding]:
             out.append(Finding("NUM001", where, call.lineno, "exp of unshifted values is normalised by its sum: "
                                "overflows to inf/inf = NaN for logits near 1e3",
                                "subtract the row max first (x - x.max(dim, keepdim=True)) or use softmax/logsumexp"))
+    assigned_in = {id(node): _assigned_names(fn) for fn in functions(source.tree) for node in ast.walk(fn)}
     for node in ast.walk(source.tree):
+        assigned = assigned_in.get(id(node), {})
         if isinstance(node, ast.Call) and call_name(node) in MASK_FILLERS:
             values = [*node.args, *(k.value for k in node.keywords)]
             if any(_is_neg_inf(v) for v in values):
@@ -115,7 +119,7 @@ def static_findings(source: Source) -> list[Finding]:
                                    "row softmaxes to NaN", "use torch.finfo(dtype).min (or np.finfo)"))
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             for side, other in ((node.left, node.right), (node.right, node.left)):
-                if _is_call_to(side, {"sqrt"}) and _looks_like_eps(other) and _variance_like(side):
+                if _is_call_to(side, {"sqrt"}) and _looks_like_eps(other) and _variance_like(side, assigned):
                     out.append(Finding("NUM003", where, node.lineno, "eps added outside the sqrt: sqrt(var) "
                                        "has an infinite gradient at var = 0", "write sqrt(var + eps)"))
                     break
@@ -128,10 +132,16 @@ def static_findings(source: Source) -> list[Finding]:
     return sorted(out, key=lambda f: (f.line, f.code))
 
 
-def _variance_like(sqrt_call: ast.Call) -> bool:
-    """The sqrt is of a variance or mean square (a norm's denominator), not of Adam's second moment
-    ``v_hat``, whose published update is ``m_hat / (sqrt(v_hat) + eps)``."""
+def _variance_like(sqrt_call: ast.Call, assigned: dict[str, ast.expr]) -> bool:
+    """The sqrt is of a variance or mean square (a norm's denominator), directly or through a name
+    assigned one in the same function, not of Adam's second moment ``v_hat``, whose published update
+    is ``m_hat / (sqrt(v_hat) + eps)``."""
     argument = sqrt_call.args[0] if sqrt_call.args else getattr(sqrt_call.func, "value", sqrt_call)
+    sources = [argument, *(assigned[n.id] for n in ast.walk(argument) if isinstance(n, ast.Name) and n.id in assigned)]
+    return any(_variance_expr(source) for source in sources)
+
+
+def _variance_expr(argument: ast.AST) -> bool:
     for node in ast.walk(argument):
         if isinstance(node, ast.Call) and call_name(node) in {"var", "mean", "std"}:
             return True
