@@ -174,6 +174,8 @@ class CanonRun:
             results = [[path, line, status, detail]
                        for (path, line), (status, detail) in sorted(shape_instrument.RECORDER.items())
                        if path in mine]
+            results += [[path, line, shape_runtime.ENTERED, ""] for path, line in sorted(shape_instrument.ENTERED)
+                        if path in mine]
             nonfinite = [list(first) for first in shape_instrument.FIRST_NONFINITE]  # any learner file
             shape_instrument.reset()
             item.user_properties.append((SHAPES_PROPERTY, results))
@@ -299,6 +301,7 @@ class CanonRun:
                     "correct the comment (or the code): the comment must state the value's real shape")
             for v in verdicts if v.status == shape_runtime.CONTRADICTED
         ]
+        verdicts = [v for v in verdicts if v.status != shape_runtime.NOT_EXERCISED]  # another item's code
         counts = {s: sum(1 for v in verdicts if v.status == s)
                   for s in (shape_runtime.CONFIRMED, shape_runtime.CONTRADICTED, "never executed")}
         total = len(verdicts)

@@ -210,10 +210,11 @@ def _run_instrumented(path: Path, calls) -> dict[int, shape_runtime.CommentVerdi
     tree, runtime = shape_instrument.instrument(source, str(path.resolve()))
     namespace: dict[str, object] = {shape_instrument.RUNTIME_NAME: runtime}
     exec(compile(tree, str(path), "exec"), namespace)
-    shape_instrument.RECORDER.clear()
+    shape_instrument.reset()
     calls(namespace)
     exported = [[p, line, status, detail] for (p, line), (status, detail) in shape_instrument.RECORDER.items()]
-    shape_instrument.RECORDER.clear()
+    exported += [[p, line, shape_runtime.ENTERED, ""] for p, line in shape_instrument.ENTERED]
+    shape_instrument.reset()
     return {v.line: v for v in shape_runtime.merge([path], [exported], {})}
 
 
@@ -230,7 +231,7 @@ def test_instrumented_comments_are_confirmed_contradicted_or_never_executed(tmp_
     verdicts = _run_instrumented(path, calls)
     status = {line: v.status for line, v in verdicts.items()}
     assert status == {7: "confirmed", 8: "contradicted", 10: "confirmed", 11: "confirmed", 16: "confirmed",
-                      17: "confirmed", 21: "never executed", 26: "never executed"}
+                      17: "confirmed", 21: "never executed", 26: "not exercised"}
     assert verdicts[8].detail.startswith("line 8 says (B, T, H, d_h) but the value is (2, 2, 5, 4)")
     assert verdicts[8].detail.endswith("bound: B=2, T=5, H=2, d_h=4")
 
@@ -269,4 +270,4 @@ class Box:
 
     verdicts = _run_instrumented(path, calls)
     assert {line: v.status for line, v in verdicts.items()} == {
-        8: "confirmed", 11: "confirmed", 15: "never executed", 19: "confirmed"}
+        8: "confirmed", 11: "confirmed", 15: "not exercised", 19: "confirmed"}

@@ -40,12 +40,15 @@ MISSING = object()
 RECORDER: dict[tuple[str, int], tuple[str, str]] = {}
 #: The first annotated line whose value held NaN or inf during the current test: (path, line, text).
 FIRST_NONFINITE: list[tuple[str, int, str]] = []
+#: Scopes (path, first line of the function; 0 for the module) entered during the current test.
+ENTERED: set[tuple[str, int]] = set()
 
 
 def reset() -> None:
     """Forget the current test's results (called before and after each test)."""
     RECORDER.clear()
     FIRST_NONFINITE.clear()
+    ENTERED.clear()
 
 
 def _has_nonfinite(value: Any) -> bool:
@@ -135,7 +138,8 @@ class Runtime:
         self.path = path
         self.table = table
 
-    def enter(self) -> Scope:
+    def enter(self, owner_line: int = 0) -> Scope:
+        ENTERED.add((self.path, owner_line))
         return Scope(self.path, self.table)
 
 
@@ -180,9 +184,10 @@ class _Rewriter(ast.NodeTransformer):
         while start < len(body) and _is_future_import(body[start]):
             start += 1
         anchor = body[min(start, len(body) - 1)]
+        owner_line = 0 if isinstance(node, ast.Module) else node.lineno
         enter = ast.Assign(targets=[ast.Name(id=SCOPE_NAME, ctx=ast.Store())],
                            value=ast.Call(func=ast.Attribute(value=_name(RUNTIME_NAME), attr="enter", ctx=ast.Load()),
-                                          args=[], keywords=[]))
+                                          args=[ast.Constant(owner_line)], keywords=[]))
         ast.copy_location(enter, anchor)
         body.insert(start, enter)
         commit = ast.Expr(value=_call("commit"))

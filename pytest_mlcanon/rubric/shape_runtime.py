@@ -218,21 +218,56 @@ class CommentVerdict:
     detail: str = ""
 
 
+ENTERED = "entered"
+NOT_EXERCISED = "not exercised"
+
+
+def owner_lines(source: Source) -> dict[int, int]:
+    """Annotated line -> first line of the innermost function holding it (0 for module level)."""
+    owners: dict[int, int] = {}
+    table = annotated_statements(source)
+
+    def visit(node: ast.AST, owner: int) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.lineno if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else owner
+            if isinstance(child, ast.stmt) and child.lineno in table and child.lineno not in owners:
+                owners[child.lineno] = owner
+            visit(child, inner)
+
+    visit(source.tree, 0)
+    return owners
+
+
 def merge(files: Iterable[Path], exported: Iterable[list[list[Any]]], display: dict[str, str]) -> list[CommentVerdict]:
-    """Merge several tests' results into one verdict per annotated line of ``files``."""
+    """Merge several tests' results into one verdict per annotated line of ``files``.
+
+    Rows with status ``entered`` name functions the tests called (by first line). A comment inside a
+    function the item's tests never called is ``not exercised``: in a module shared by several items
+    (#13/#14 in ``normalization.py``) it belongs to the other item, and it does not count.
+    """
     verdicts: dict[tuple[str, int], CommentVerdict] = {}
+    owners: dict[tuple[str, int], int] = {}
     for path in files:
         resolved = str(path.resolve())
         try:
             source = load(path)
         except ValueError:
             continue
+        for line, owner in owner_lines(source).items():
+            owners[(resolved, line)] = owner
         for line, stmt in annotated_statements(source).items():
             verdicts[(resolved, line)] = CommentVerdict(display.get(resolved, resolved), line, stmt.text)
+    entered: set[tuple[str, int]] = set()
     for results in exported:
         for path, line, status, detail in results:
+            if status == ENTERED:
+                entered.add((path, line))
+                continue
             verdict = verdicts.get((path, line))
             if verdict is None or verdict.status == CONTRADICTED:
                 continue
             verdict.status, verdict.detail = status, detail
+    for key, verdict in verdicts.items():
+        if verdict.status == "never executed" and (key[0], owners.get(key, 0)) not in entered:
+            verdict.status = NOT_EXERCISED
     return sorted(verdicts.values(), key=lambda v: (v.path, v.line))
