@@ -1,0 +1,198 @@
+"""Acceptance tests for #60, the capstone pipeline (canon-spec #60, "Acceptance checks").
+
+One default ``run_pipeline()`` (seed 0, the spec's configuration) is shared by the module fixture; every
+behaviour below reads its report. The behaviour thresholds were frozen after running the default
+pipeline on seeds 0-4 (``python benchmarks/capstone_pipeline.py --seeds 0 1 2 3 4``), each with a margin
+below the worst seed. The time budget is the spec's generous 20 s, scaled by ``MLCANON_TIME_FACTOR``
+(default 1.0) for slow machines, and checked on the process CPU time of the run, because on a shared
+CI machine the wall time of the same run varies several-fold with the load (CPU time far less); the 10 s wall-time
+performance target is measured by ``benchmarks/capstone_pipeline.py``, not here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+
+import pytest
+import torch
+
+from canon_refs.capstone import pipeline, sft_stage, synthetic_task
+
+pytestmark = pytest.mark.canon("capstone/agent")
+
+# The plugin's run-time shape checks instrument every annotated statement of the capstone modules
+# (``__mlcanon__`` in a module's namespace); on this pipeline they cost about +65% CPU (24.0 s against
+# 14.6 s measured back to back), so an instrumented run gets twice the budget.
+INSTRUMENTED = any("__mlcanon__" in vars(m) for m in (pipeline, sft_stage, synthetic_task))
+BUDGET_S = 20.0 * float(os.environ.get("MLCANON_TIME_FACTOR", "1.0")) * (2.0 if INSTRUMENTED else 1.0)
+# Frozen after the default pipeline on seeds 0-4 (mean +- sd, worst seed): sft - majority 0.273 +- 0.053
+# (0.198); reward-model pair accuracy 0.676 +- 0.008 (0.667); DPO margin gain 1.54 +- 0.48 nats (1.11);
+# tool_loop - grpo 0.466 +- 0.020 (0.443); informative-group rate 0.512 +- 0.061 (0.419); well-formed
+# rate 1.0 on every seed. Each threshold sits well below the worst seed.
+SFT_OVER_MAJORITY = 0.15
+PAIR_ACCURACY_MIN = 0.6
+DPO_MARGIN_GAIN = 0.5
+TOOL_OVER_GRPO = 0.2
+REPORT_KEYS = {
+    "accuracy": {"majority_baseline", "random_init", "sft", "dpo", "grpo", "tool_loop"},
+    "dpo": {"margin_before", "margin_after", "loss_first", "loss_last"},
+    "grpo": {"reward_first", "reward_last", "informative_group_rate", "groups_used"},
+    "tool_loop": {"accuracy", "tool_call_rate", "mean_steps", "well_formed_rate"},
+    "params": {"total", "vision", "projector", "lm"},
+    "tokens": {"vocab_size", "visual_tokens_per_image", "patches_per_image", "supervised_tokens"},
+    "wall_time_s": {"data", "sft", "reward_model", "dpo", "grpo", "tool_loop", "total"},
+}
+SMALL = {"n_train": 128, "n_eval": 64, "sft_steps": 30, "rm_steps": 5, "dpo_steps": 5, "grpo_steps": 3}
+
+
+@pytest.fixture(scope="module")
+def run() -> dict[str, object]:
+    threads_before = torch.get_num_threads()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    report = pipeline.run_pipeline()
+    cpu, elapsed = time.process_time() - cpu_start, time.perf_counter() - start
+    return {"report": report, "cpu": cpu, "elapsed": elapsed, "threads": (threads_before, torch.get_num_threads())}
+
+
+@pytest.fixture(scope="module")
+def report(run) -> dict[str, object]:
+    return run["report"]
+
+
+def test_default_run_fits_the_budget(run, report):
+    # CPU time, which machine load inflates far less than wall time (on the shared development machine
+    # the same run took 15-100 s of wall time); the wall time is what the benchmark script reports
+    assert run["cpu"] < BUDGET_S, (f"the default pipeline used {run['cpu']:.1f} s of CPU "
+                                   f"({run['elapsed']:.1f} s wall), budget {BUDGET_S:.0f} s "
+                                   f"({'with' if INSTRUMENTED else 'without'} run-time shape checks); "
+                                   "set MLCANON_TIME_FACTOR on a slow machine")
+    wall = report["wall_time_s"]
+    assert set(wall) == REPORT_KEYS["wall_time_s"] and all(v >= 0 for v in wall.values())
+    assert sum(v for k, v in wall.items() if k != "total") <= wall["total"] + 0.01
+    assert wall["total"] <= run["elapsed"] + 0.01
+
+
+def test_report_keys_and_json(report):
+    assert set(report) == set(REPORT_KEYS) | {"sft", "reward_model", "config"}
+    for key, fields in REPORT_KEYS.items():
+        assert set(report[key]) == fields, key
+    assert "supervised_tokens" in report["sft"] and "losses" not in report["sft"]
+    assert "pair_accuracy" in report["reward_model"] and "losses" not in report["reward_model"]
+    assert report["config"] == dataclasses.asdict(pipeline.PipelineConfig())
+    assert json.loads(json.dumps(report)) == report
+
+
+def test_accuracies_are_fractions(report):
+    for stage, value in report["accuracy"].items():
+        assert 0.0 <= value <= 1.0, stage
+    assert report["accuracy"]["tool_loop"] == report["tool_loop"]["accuracy"]
+
+
+def test_sft_beats_the_majority_baseline(report):
+    acc = report["accuracy"]
+    assert acc["sft"] > acc["majority_baseline"] + SFT_OVER_MAJORITY, acc
+
+
+def test_dpo_raises_the_margin(report):
+    dpo = report["dpo"]
+    assert dpo["margin_after"] > dpo["margin_before"] + DPO_MARGIN_GAIN, dpo
+    assert abs(dpo["margin_before"]) < 1e-5  # the policy starts equal to its reference
+
+
+def test_reward_model_ranks_held_out_pairs(report):
+    assert report["reward_model"]["pair_accuracy"] > PAIR_ACCURACY_MIN, report["reward_model"]
+
+
+def test_grpo_reports_informative_groups(report):
+    grpo, config = report["grpo"], report["config"]
+    assert 0.0 < grpo["informative_group_rate"] <= 1.0
+    assert 1 <= grpo["groups_used"] <= config["grpo_steps"] * config["grpo_prompts_per_step"]
+    drawn = config["grpo_steps"] * config["grpo_prompts_per_step"] * config["grpo_oversample"]
+    assert grpo["groups_used"] <= round(grpo["informative_group_rate"] * drawn)
+
+
+def test_tool_loop_beats_grpo_with_well_formed_trajectories(report):
+    tool, acc = report["tool_loop"], report["accuracy"]
+    assert acc["tool_loop"] >= acc["grpo"] + TOOL_OVER_GRPO, acc  # the largest post-training jump
+    assert tool["well_formed_rate"] == 1.0
+    assert 0.0 <= tool["tool_call_rate"] <= 1.0
+    assert 1.0 <= tool["mean_steps"] <= 2.0
+    assert tool["mean_steps"] == pytest.approx(1.0 + tool["tool_call_rate"], abs=1e-9)
+
+
+def test_parameters_and_tokens(report):
+    params, tokens = report["params"], report["tokens"]
+    assert params["total"] == params["vision"] + params["projector"] + params["lm"]
+    assert params["total"] == sum(p.numel() for p in pipeline.build_model(pipeline.PipelineConfig()).parameters())
+    assert tokens["patches_per_image"] == 16 and tokens["visual_tokens_per_image"] == 8
+    assert tokens["vocab_size"] == synthetic_task.VOCAB_SIZE
+    assert tokens["supervised_tokens"] == report["sft"]["supervised_tokens"] > 0
+
+
+def test_format_report_table(report):
+    text = pipeline.format_report(report)
+    for stage in ("majority_baseline", "random_init", "sft", "dpo", "grpo", "tool_loop", "reward_model"):
+        assert stage in text
+    assert "parameters:" in text and "wall time:" in text
+    assert f"{report['accuracy']['tool_loop']:.3f}" in text
+    assert f"{report['grpo']['informative_group_rate']:.3f}" in text
+    assert f"{report['dpo']['margin_after']:.3f}" in text
+
+
+def test_threads_restored(run):
+    before, after = run["threads"]
+    assert before == after
+
+
+def test_threads_restored_on_error(monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("stage failed")
+
+    monkeypatch.setattr(pipeline, "run_sft", boom, raising=False)
+    monkeypatch.setattr(sft_stage, "run_sft", boom)
+    torch.set_num_threads(2)
+    with pytest.raises(RuntimeError, match="stage failed"):
+        pipeline.run_pipeline(pipeline.PipelineConfig(**SMALL))
+    assert torch.get_num_threads() == 2
+
+
+def test_reduced_config_is_deterministic():
+    first = pipeline.run_pipeline(pipeline.PipelineConfig(**SMALL))
+    second = pipeline.run_pipeline(pipeline.PipelineConfig(**SMALL))
+    assert first["accuracy"] == second["accuracy"]
+    assert first["dpo"] == second["dpo"] and first["grpo"] == second["grpo"]
+
+
+def test_majority_baseline_and_build_model():
+    train = synthetic_task.make_dataset(40, seed=1)
+    evaluation = synthetic_task.make_dataset(30, seed=2)
+    counts = {a: sum(ex.answer == a for ex in train) for a in {ex.answer for ex in train}}
+    best = max(counts.values())
+    winners = [a for a, c in counts.items() if c == best]
+    expected = {sum(ex.answer == a for ex in evaluation) / 30 for a in winners}
+    assert pipeline.majority_baseline(train, evaluation) in expected
+    a = pipeline.build_model(pipeline.PipelineConfig(seed=3))
+    b = pipeline.build_model(pipeline.PipelineConfig(seed=3))
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+    assert a.n_query_tokens == 8 and a.vocab_size == synthetic_task.VOCAB_SIZE
+
+
+@pytest.mark.edge_case
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("sft_steps", 0), ("rm_batch_size", -1), ("dpo_lr", 0.0), ("grpo_lr", -1e-3), ("n_train", 0),
+     ("tool_fraction", 1.5), ("tool_confidence", -0.1), ("d_llm", 50), ("grpo_group_size", 0)],
+)
+def test_config_errors_raise_before_any_work(field, value, monkeypatch):
+    def no_data(*args, **kwargs):
+        raise AssertionError("validation must happen before any work")
+
+    monkeypatch.setattr(synthetic_task, "make_dataset", no_data)
+    threads = torch.get_num_threads()
+    match = "d_llm" if field == "d_llm" else field
+    with pytest.raises(ValueError, match=match):
+        pipeline.run_pipeline(pipeline.PipelineConfig(**{field: value}))
+    assert torch.get_num_threads() == threads
