@@ -314,3 +314,11 @@ def test_a_rubric_failure_is_an_item_verdict_not_a_crash(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(["*#55 posttrain/dpo*error*",
                                  "*the rubric could not score this item: RecursionError: deeply nested learner code*"])
     assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_an_item_of_several_modules_is_attempted_once_one_exists(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["retrieval/ivf"])
+    result = pytester.runpytest("--canon-item=45", "--impl=practice", "-q")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*#45 retrieval/ann*5/5*strong*",
+                                 "*from the reference (not written yet): retrieval/hnsw.py, retrieval/pq.py*"])

@@ -80,6 +80,7 @@ class ItemScore:
     title: str
     status: str
     files: list[str] = field(default_factory=list)
+    fallback: list[str] = field(default_factory=list)  # modules of the item taken from the reference
     axes: dict[str, AxisResult] = field(default_factory=dict)
     error: str = ""
     tests: dict[str, int] = field(default_factory=dict)
