@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
 import torch
 
 from canon_refs.detection import anchors, boxes
-from pytest_mlcanon.testing import TOL, assert_low_precision_matches
+from pytest_mlcanon.testing import TOL, assert_low_precision_matches, random_xyxy
 
 pytestmark = pytest.mark.canon("detection/anchors")
 
@@ -20,11 +21,7 @@ def _t(rows, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     return torch.tensor(rows, dtype=dtype)
 
 
-def _random_xyxy(n: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(seed)
-    xy = torch.rand(n, 2, generator=gen, dtype=dtype) * 100
-    wh = torch.rand(n, 2, generator=gen, dtype=dtype) * 60 + 2
-    return torch.cat([xy, xy + wh], dim=1)
+_random_xyxy = functools.partial(random_xyxy, min_side=2.0, max_side=62.0)  # larger boxes than the IoU tests
 
 
 # -- generate_anchors --------------------------------------------------------------------------------

@@ -6,30 +6,13 @@ import pytest
 import torch
 
 from canon_refs.detection import boxes
-from pytest_mlcanon.testing import TOL, assert_low_precision_matches
+from pytest_mlcanon.testing import TOL, assert_low_precision_matches, iou_pair, random_xyxy
 
 pytestmark = pytest.mark.canon("detection/boxes")
 
 
 def _t(rows: list[list[float]], dtype: torch.dtype = torch.float64) -> torch.Tensor:
     return torch.tensor(rows, dtype=dtype)
-
-
-def _random_xyxy(n: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """``n`` valid xyxy boxes with corners in [0, 100) and sides in [1, 41)."""
-    gen = torch.Generator().manual_seed(seed)
-    xy = torch.rand(n, 2, generator=gen, dtype=dtype) * 100
-    wh = torch.rand(n, 2, generator=gen, dtype=dtype) * 40 + 1
-    return torch.cat([xy, xy + wh], dim=1)
-
-
-def _iou_pair(a: list[float], b: list[float]) -> float:
-    """IoU of two xyxy boxes in plain Python floats: the independent check used when torchvision is absent."""
-    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = iw * ih
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 def _giou_pair(a: list[float], b: list[float]) -> float:
@@ -39,7 +22,7 @@ def _giou_pair(a: list[float], b: list[float]) -> float:
     inter_w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     inter_h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
     union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter_w * inter_h
-    return _iou_pair(a, b) - (area_c - union) / area_c
+    return iou_pair(a, b) - (area_c - union) / area_c
 
 
 # -- IoU closed forms -------------------------------------------------------------------------------
@@ -66,11 +49,11 @@ def test_iou_disjoint_on_both_axes_is_zero_not_positive():
 
 
 def test_iou_matrix_matches_pairwise_loop():
-    a = _random_xyxy(7, seed=1)
-    b = _random_xyxy(5, seed=2)
+    a = random_xyxy(7, seed=1)
+    b = random_xyxy(5, seed=2)
     iou = boxes.box_iou(a, b)
     assert iou.shape == (7, 5)
-    want = _t([[_iou_pair(x, y) for y in b.tolist()] for x in a.tolist()])
+    want = _t([[iou_pair(x, y) for y in b.tolist()] for x in a.tolist()])
     torch.testing.assert_close(iou, want, **TOL.EXACT64.kw())
     assert (iou > 0).any(), "random boxes should overlap somewhere, else the check is vacuous"
 
@@ -90,8 +73,8 @@ def test_giou_disjoint_unit_squares_is_minus_seven_ninths():
 
 
 def test_giou_matches_pairwise_loop_and_is_below_iou():
-    a = _random_xyxy(9, seed=3)
-    b = _random_xyxy(6, seed=4)
+    a = random_xyxy(9, seed=3)
+    b = random_xyxy(6, seed=4)
     giou = boxes.generalized_box_iou(a, b)
     iou = boxes.box_iou(a, b)
     want = _t([[_giou_pair(x, y) for y in b.tolist()] for x in a.tolist()])
@@ -102,13 +85,13 @@ def test_giou_matches_pairwise_loop_and_is_below_iou():
 
 
 def test_giou_of_identical_boxes_is_one():
-    a = _random_xyxy(4, seed=5)
+    a = random_xyxy(4, seed=5)
     torch.testing.assert_close(boxes.generalized_box_iou(a, a).diagonal(), torch.ones(4, dtype=torch.float64))
 
 
 def test_iou_and_giou_are_symmetric():
-    a = _random_xyxy(6, seed=6)
-    b = _random_xyxy(8, seed=7)
+    a = random_xyxy(6, seed=6)
+    b = random_xyxy(8, seed=7)
     for fn in (boxes.box_iou, boxes.generalized_box_iou):
         torch.testing.assert_close(fn(b, a), fn(a, b).T, **TOL.EXACT64.kw())
 
@@ -131,7 +114,7 @@ def test_xywh_to_xyxy_value():
 
 
 def test_conversions_round_trip_on_any_leading_shape():
-    xyxy = _random_xyxy(24, seed=8, dtype=torch.float32).reshape(2, 3, 4, 4)
+    xyxy = random_xyxy(24, seed=8, dtype=torch.float32).reshape(2, 3, 4, 4)
     cxcywh = boxes.box_xyxy_to_cxcywh(xyxy)
     assert cxcywh.shape == xyxy.shape and cxcywh.dtype == torch.float32
     torch.testing.assert_close(boxes.box_cxcywh_to_xyxy(cxcywh), xyxy, atol=1e-6, rtol=1e-6)
@@ -158,8 +141,8 @@ def test_giou_gradient_nonzero_for_disjoint_prediction_iou_gradient_zero():
 
 
 def test_iou_and_giou_pass_gradcheck():
-    a = _random_xyxy(4, seed=9).requires_grad_(True)
-    b = _random_xyxy(3, seed=10).requires_grad_(True)
+    a = random_xyxy(4, seed=9).requires_grad_(True)
+    b = random_xyxy(3, seed=10).requires_grad_(True)
     assert torch.autograd.gradcheck(boxes.generalized_box_iou, (a, b))
     assert torch.autograd.gradcheck(boxes.box_iou, (a, b))
 
@@ -169,7 +152,7 @@ def test_iou_and_giou_pass_gradcheck():
 
 @pytest.mark.edge_case
 def test_empty_inputs_give_empty_matrices():
-    b = _random_xyxy(3, seed=11)
+    b = random_xyxy(3, seed=11)
     empty = torch.zeros(0, 4, dtype=torch.float64)
     for fn in (boxes.box_iou, boxes.generalized_box_iou):
         assert fn(empty, b).shape == (0, 3)
@@ -218,7 +201,7 @@ def test_half_precision_large_pixel_boxes_stay_finite():
 
 def test_dtype_is_preserved():
     for dtype in (torch.float32, torch.float64):
-        a = _random_xyxy(3, seed=12, dtype=dtype)
+        a = random_xyxy(3, seed=12, dtype=dtype)
         assert boxes.box_iou(a, a).dtype == dtype
         assert boxes.generalized_box_iou(a, a).dtype == dtype
         assert boxes.box_cxcywh_to_xyxy(a).dtype == dtype
@@ -260,8 +243,8 @@ def test_inverted_boxes_raise_naming_the_argument():
 
 def test_matches_torchvision_when_installed():
     ops = pytest.importorskip("torchvision.ops")
-    a = _random_xyxy(11, seed=13, dtype=torch.float32)
-    b = _random_xyxy(7, seed=14, dtype=torch.float32)
+    a = random_xyxy(11, seed=13, dtype=torch.float32)
+    b = random_xyxy(7, seed=14, dtype=torch.float32)
     torch.testing.assert_close(boxes.box_iou(a, b), ops.box_iou(a, b), **TOL.TORCH_OP.kw())
     torch.testing.assert_close(
         boxes.generalized_box_iou(a, b), ops.generalized_box_iou(a, b), **TOL.TORCH_OP.kw()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from canon_refs.detection import nms
-from pytest_mlcanon.testing import low_precision_dtype
+from pytest_mlcanon.testing import iou_pair, low_precision_dtype
 
 pytestmark = pytest.mark.canon("detection/nms")
 
@@ -34,15 +34,6 @@ def _random_problem(n: int, seed: int, n_classes: int = 1) -> tuple[torch.Tensor
     return boxes, scores, classes
 
 
-def _iou_pair(a: list[float], b: list[float]) -> float:
-    """IoU of two xyxy boxes in plain Python floats (independent of the item's box_iou)."""
-    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = iw * ih
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
-
-
 def _brute_force_nms(boxes: torch.Tensor, scores: torch.Tensor, thr: float, classes=None) -> list[int]:
     """Textbook greedy NMS: walk by (score desc, index asc); keep a box unless a kept box of its class
     overlaps it with IoU > thr."""
@@ -51,7 +42,7 @@ def _brute_force_nms(boxes: torch.Tensor, scores: torch.Tensor, thr: float, clas
     c = [0] * len(b) if classes is None else classes.tolist()
     kept: list[int] = []
     for i in sorted(range(len(b)), key=lambda k: (-s[k], k)):
-        if all(c[j] != c[i] or _iou_pair(b[i], b[j]) <= thr for j in kept):
+        if all(c[j] != c[i] or iou_pair(b[i], b[j]) <= thr for j in kept):
             kept.append(i)
     return kept
 

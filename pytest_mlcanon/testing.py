@@ -108,6 +108,27 @@ def randn(*shape: int, seed: int = 0, dtype: Any = None, requires_grad: bool = F
     return out.requires_grad_(requires_grad)
 
 
+def random_xyxy(n: int, seed: int, dtype: Any = None, *, min_side: float = 1.0,
+                max_side: float = 41.0) -> torch.Tensor:
+    """``n`` valid xyxy boxes (float64 unless ``dtype``): corners in [0, 100), sides in [min_side, max_side)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    dtype = dtype or torch.float64
+    xy = torch.rand(n, 2, generator=gen, dtype=dtype) * 100
+    wh = torch.rand(n, 2, generator=gen, dtype=dtype) * (max_side - min_side) + min_side
+    return torch.cat([xy, xy + wh], dim=1)
+
+
+def iou_pair(a: list[float], b: list[float]) -> float:
+    """IoU of two xyxy boxes in plain Python floats: a check independent of any item's ``box_iou``."""
+    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = iw * ih
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
 def low_precision_dtype() -> torch.dtype | None:
     """float16 when the CPU kernels support it, else bfloat16, else None (C9's fp16 probe)."""
     import torch
