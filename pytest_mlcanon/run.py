@@ -92,7 +92,7 @@ class CanonRun:
                 state.error = f"no {listed} under {self.impl.path}"
                 continue
             state.fallback = [f"{m}.py" for m in missing]  # an item of several modules, partly written
-            state.error = stubs.unimplemented_note(state.files, [_show(str(p), self.impl.path) for p in state.files],
+            state.error = stubs.unimplemented_note(state.files, [_show(str(p)) for p in state.files],
                                                    item.slug)
             if state.error:
                 state.status = "not implemented yet"
@@ -225,7 +225,7 @@ class CanonRun:
         if not first:
             return None
         path, line, text = first
-        return _show(path, self.config.invocation_params.dir), int(line), str(text)
+        return _show(path), int(line), str(text)
 
     @staticmethod
     def _record_shapes(state: ItemState, exported: list[list[Any]]) -> None:
@@ -276,7 +276,7 @@ class CanonRun:
         item = state.item
         root = self.config.invocation_params.dir
         score = ItemScore(item.number, item.slug, item.title, state.status,
-                          files=[_show(str(p), root) for p in state.files], error=state.error,
+                          files=[_show(str(p)) for p in state.files], error=state.error,
                           fallback=state.fallback)
         if state.status != "pending":
             return score
@@ -297,7 +297,7 @@ class CanonRun:
         """SHP002 findings and the confirmed share, from the traced tests of one item."""
         if not self.settings.runtime_shapes:
             return [], ["runtime shape check off (mlcanon_runtime_shapes = false)"]
-        display = {str(p.resolve()): _show(str(p), root) for p in state.files}
+        display = {str(p.resolve()): _show(str(p)) for p in state.files}
         verdicts = shape_runtime.merge(state.files, state.shape_results, display)
         findings = [
             Finding("SHP002", f"{v.path}", v.line, f"wrong shape comment: {v.detail}",
@@ -380,7 +380,7 @@ def _failure_location(report: Any, learner_files: tuple[Path, ...], root: Path) 
     learner = {str(p.resolve()) for p in learner_files}
     inside = [loc for loc in locations if _resolve_quietly(loc[0], root) in learner]
     path, line = (inside or locations)[-1]
-    return _show(_resolve_quietly(path, root), root), int(line)
+    return _show(_resolve_quietly(path, root)), int(line)
 
 
 def _resolve_quietly(path: str, root: Path) -> str:
@@ -394,13 +394,13 @@ def _describe_import_error(exc: BaseException, impl_dir: Path) -> str:
     """``SyntaxError at practice/posttrain/dpo.py:12: invalid syntax`` and the like."""
     kind = type(exc).__name__
     if isinstance(exc, SyntaxError) and exc.filename:
-        return f"{kind} at {_show(exc.filename, impl_dir)}:{exc.lineno}: {exc.msg}"
+        return f"{kind} at {_show(exc.filename)}:{exc.lineno}: {exc.msg}"
     frames = traceback.extract_tb(exc.__traceback__)
     learner_frames = [f for f in frames if _inside(f.filename, impl_dir)]
     where = ""
     if learner_frames:
         frame = learner_frames[-1]
-        where = f" at {_show(frame.filename, impl_dir)}:{frame.lineno}"
+        where = f" at {_show(frame.filename)}:{frame.lineno}"
     detail = str(exc).splitlines()[0] if str(exc) else ""
     return f"{kind}{where} while importing: {detail}".rstrip(": ")
 
@@ -413,7 +413,8 @@ def _inside(filename: str, folder: Path) -> bool:
     return True
 
 
-def _show(filename: str, impl_dir: Path) -> str:
+def _show(filename: str) -> str:
+    """A path as the user typed it: relative to the current directory when inside it."""
     path = Path(filename).resolve()
     try:
         return str(path.relative_to(Path.cwd()))
