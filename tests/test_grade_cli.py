@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +93,39 @@ def test_usage_errors_are_one_line_and_status_2(argv: list[str], message: str, s
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("mlcanon grade: ") and message in err and err.count("\n") == 1
+
+
+def test_sigterm_ends_the_batch_and_leaves_no_lock_file_process_or_folder(tmp_path: Path) -> None:
+    """A cancelled CI job: the hanging child is killed, the sandbox users swept, and their lock files
+    and the job folders removed."""
+    from pytest_mlcanon.grade import uids
+
+    submissions = tmp_path / "submissions"
+    (submissions / "hangs" / "detection").mkdir(parents=True)
+    (submissions / "hangs" / "detection" / "boxes.py").write_text("while True:\n    pass\n")
+    base = 63000 + os.getpid() % 500 * 8
+    (tmp_path / "mlcanon-grade.toml").write_text(f'items = ["detection/boxes"]\nworkers = 1\n[sandbox]\n'
+                                                f'uid_base = {base}\n')
+    temp = Path(tempfile.mkdtemp(prefix="mlcanon-sigterm-"))  # not under tmp_path: the sandbox user must enter it
+    os.chmod(temp, 0o711)
+    env = {**os.environ, "TMPDIR": str(temp)}
+    grader = subprocess.Popen([sys.executable, "-m", "pytest_mlcanon.cli", "grade", str(submissions), "--no-progress",
+                               "--out", str(tmp_path / "out")], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+    lock_dir = Path(uids._lock_dir()) if os.geteuid() == 0 else None  # noqa: SLF001
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(p.name.startswith("job-") for p in temp.glob("*/*")):
+        assert grader.poll() is None, grader.communicate()[0]
+        time.sleep(0.1)
+    held = [p for p in lock_dir.glob(f"{uids.LOCK_PREFIX}*.lock")
+            if base <= int(p.stem.rsplit("-", 1)[1]) < base + 64] if lock_dir else []
+    time.sleep(0.5)
+    grader.send_signal(signal.SIGTERM)
+    assert grader.wait(timeout=60) == 128 + signal.SIGTERM
+    assert os.geteuid() != 0 or held, "the batch held a sandbox uid"
+    assert not any(p.exists() for p in held)
+    left = list(temp.iterdir())
+    shutil.rmtree(temp, ignore_errors=True)
+    assert left == []
+    for path in held:
+        assert uids.processes_of(int(path.stem.rsplit("-", 1)[1])) == []

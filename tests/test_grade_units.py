@@ -460,6 +460,39 @@ def test_uid_pools_of_two_graders_never_share_a_uid(tmp_path: Path) -> None:
         second.close()
 
 
+def test_uid_pool_removes_its_lock_files_and_those_a_killed_grader_left(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("sandbox users need a root grader")
+    stale = tmp_path / f"{uids.LOCK_PREFIX}62290.lock"
+    stale.touch()  # a grader killed with SIGKILL: its file stays, its flock went with it
+    held = tmp_path / f"{uids.LOCK_PREFIX}62291.lock"
+    holder = uids.lock(held)
+    assert holder is not None
+    pool = uids.UidPool(62200, 2, lock_dir=tmp_path)
+    try:
+        assert not stale.exists() and held.exists()  # a live grader's lock is never taken away
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            [held.name] + [f"{uids.LOCK_PREFIX}{uid}.lock" for uid in pool.uids])
+    finally:
+        pool.close()
+        uids.unlock(held, holder)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lock_file_removed_by_its_holder_is_never_held_twice(tmp_path: Path) -> None:
+    path = tmp_path / "x.lock"
+    first = uids.lock(path)
+    assert first is not None and uids.lock(path) is None
+    waiting = os.open(path, os.O_RDWR)  # another grader opened the file just before the holder released it
+    uids.unlock(path, first)
+    second = uids.lock(path)  # takes the lock on a new file at the path, not the removed one
+    assert second is not None and os.fstat(second).st_ino == os.stat(path).st_ino
+    assert uids.lock(path) is None
+    os.close(waiting)
+    uids.unlock(path, second)
+    assert not path.exists()
+
+
 def test_progress_draws_a_bar_on_a_terminal() -> None:
     code = ("import io, sys\nfrom pytest_mlcanon.grade.progress import Progress\n"
             "class T(io.StringIO):\n    def isatty(self): return True\n"

@@ -16,7 +16,11 @@ or folders holding one) and writes every output for the whole class.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,7 +69,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 raise config.ConfigError("which items? give --item ITEMS (or items = [...] in the config)")
             catalog.select(settings.items)
             part = shard.parse(args.shard) if args.shard else None
-            book = batch.grade(submissions, settings, shard=part, progress=not args.no_progress)
+            with _terminate_cleanly():
+                book = batch.grade(submissions, settings, shard=part, progress=not args.no_progress)
         out = Path(args.out)
         written = render.write_all(book, out)
     except failures as exc:
@@ -79,3 +84,21 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     print(f"wrote {len(written)} files to {out}/ (gradebook.csv, gradebook.md, gradebook.json, report.html, "
           f"feedback/, gradescope/) in {book.elapsed_s:.1f} s")
     return 0
+
+
+@contextlib.contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """SIGTERM (a cancelled CI job, ``kill``) ends the batch as Ctrl-C does: by an exception, so the
+    running children are killed, the sandbox users swept, their lock files and the job folders removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

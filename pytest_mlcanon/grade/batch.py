@@ -124,6 +124,7 @@ def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Pa
     pool = uids.UidPool(config.uid_base, count) if os.geteuid() == 0 and config.user else None
     zygote: Zygote | None = None
     lock = threading.Lock()
+    pending: queue.Queue[Job] = queue.Queue()
 
     def record(job: Job, cell: ItemResult) -> None:
         with lock:
@@ -136,7 +137,6 @@ def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Pa
         zygote = Zygote(root)
         calibration = _calibrate(zygote, root, items, seed, config)
         runner = _Runner(zygote, root, root / "snapshots", calibration, config, settings, pool)
-        pending: queue.Queue[Job] = queue.Queue()
         for job in jobs:
             pending.put(job)
         results: list[Future[None]] = []
@@ -145,8 +145,12 @@ def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Pa
                        for _ in range(count)]
             for thread in threads:
                 thread.start()
-            for thread in threads:
-                thread.join()
+            try:
+                for thread in threads:
+                    thread.join()
+            except BaseException:
+                _drain(pending)  # interrupted (Ctrl-C, SIGTERM): the workers take no new job
+                raise
         for result in results:
             result.result()
         return _reference_notes(calibration)
@@ -156,6 +160,14 @@ def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Pa
             zygote.close()
         if pool is not None:
             pool.close()
+
+
+def _drain(pending: queue.Queue[Job]) -> None:
+    while True:
+        try:
+            pending.get_nowait()
+        except queue.Empty:
+            return
 
 
 def _calibrate(zygote: Zygote, root: Path, items: tuple[catalog.Item, ...], seed: int,
@@ -229,7 +241,10 @@ class _Runner:
             finally:
                 if self.pool is not None and uid is not None:
                     self.pool.release(uid)
-            results.append(assessor.submit(self.assess, job, run, record))
+            try:
+                results.append(assessor.submit(self.assess, job, run, record))
+            except RuntimeError:  # the batch was interrupted and the assessor shut down
+                return
 
     def assess(self, job: Job, run: JobRun, record: Callable[[Job, ItemResult], None]) -> None:
         try:

@@ -2,7 +2,10 @@
 
 Each running job gets a uid of its own from ``UidPool``: not a user in the password database, owning
 no process when taken, and held with an exclusive ``flock`` for the whole batch, so two graders on
-one machine (or two CI jobs in one container) never share one. Because the uid is the job's alone,
+one machine (or two CI jobs in one container) never share one. The lock files
+(``/run/lock/mlcanon-sandbox-uid-<uid>.lock``) are removed when the pool closes; one a killed
+grader left behind holds no lock, and the next pool removes it. A lock counts only while its file is
+still the one at its path, so removing a file never lets two graders hold one uid. Because the uid is the job's alone,
 ``sweep`` can kill *every* process it owns: a fork bomb's children, a daemon that called ``setsid``,
 anything. It runs ``kill -9 -1`` as that user (the kernel then signals all of the user's processes
 in one step, racing no fork) and checks ``/proc`` until none is left. Without a uid (the grader is
@@ -24,6 +27,7 @@ from pathlib import Path
 
 SEARCH_SPAN = 20_000
 SWEEP_PASSES = 50
+LOCK_PREFIX = "mlcanon-sandbox-uid-"
 
 
 class UidPool:
@@ -32,30 +36,22 @@ class UidPool:
     def __init__(self, base: int, size: int, lock_dir: Path | None = None) -> None:
         self.lock_dir = lock_dir or _lock_dir()
         self._free: queue.Queue[int] = queue.Queue()
-        self._locks: list[int] = []
+        self._locks: dict[int, int] = {}
         self.uids: list[int] = []
+        remove_stale_locks(self.lock_dir)
         busy = _uids_in_use()
         uid = base
         while self._free.qsize() < size and uid < base + SEARCH_SPAN:
             if uid not in busy and not _known_user(uid):
-                fd = self._lock(uid)
+                fd = lock(self.lock_dir / f"{LOCK_PREFIX}{uid}.lock")
                 if fd is not None:
-                    self._locks.append(fd)
+                    self._locks[uid] = fd
                     self.uids.append(uid)
                     self._free.put(uid)
             uid += 1
         if self._free.qsize() < size:
             self.close()
             raise RuntimeError(f"no {size} free sandbox uids from {base}")
-
-    def _lock(self, uid: int) -> int | None:
-        fd = os.open(self.lock_dir / f"mlcanon-sandbox-uid-{uid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return None
-        return fd
 
     def acquire(self) -> int:
         return self._free.get()
@@ -64,12 +60,64 @@ class UidPool:
         self._free.put(uid)
 
     def close(self) -> None:
-        """Kill whatever the pool's users still run, then give the uids back."""
+        """Kill whatever the pool's users still run, then give the uids back (their lock files go)."""
         for uid in self.uids:
             sweep(uid, 0)
-        for fd in self._locks:
-            os.close(fd)
+        for uid, fd in self._locks.items():
+            unlock(self.lock_dir / f"{LOCK_PREFIX}{uid}.lock", fd)
         self._locks.clear()
+
+
+def lock(path: Path) -> int | None:
+    """An exclusive ``flock`` on ``path`` (created, never through a link), or None if another holds it.
+    The lock is valid only if ``path`` still names the locked file: one removed meanwhile (its holder
+    released it) is retried, so a removed file never gives two holders."""
+    while True:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        try:
+            current = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            current = None
+        mine = os.fstat(fd)
+        if current is not None and (current.st_dev, current.st_ino) == (mine.st_dev, mine.st_ino):
+            return fd
+        os.close(fd)  # removed (or replaced) after we opened it: take the lock on the current file
+
+
+def unlock(path: Path, fd: int) -> None:
+    """Remove the lock file, then drop the lock: whoever waits on the old file retries on a new one."""
+    try:
+        current = os.stat(path, follow_symlinks=False)
+        mine = os.fstat(fd)
+        if (current.st_dev, current.st_ino) == (mine.st_dev, mine.st_ino):
+            os.unlink(path)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_stale_locks(lock_dir: Path) -> int:
+    """Remove the lock files no live grader holds (a killed grader's); returns how many went."""
+    removed = 0
+    try:
+        names = [n for n in os.listdir(lock_dir) if n.startswith(LOCK_PREFIX) and n.endswith(".lock")]
+    except OSError:
+        return 0
+    for name in names:
+        fd = lock(lock_dir / name)
+        if fd is not None:
+            unlock(lock_dir / name, fd)
+            removed += 1
+    return removed
 
 
 def _lock_dir() -> Path:
