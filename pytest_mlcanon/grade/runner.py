@@ -31,6 +31,11 @@ READY_TIMEOUT_S = 300.0
 REPLY_TIMEOUT_S = 60.0
 DRAIN_S = 0.5
 MEMORY_POLL_S = 0.2
+#: How often the parent reads a running child's frames and checks its limits. It does not wait on the
+#: pipe itself: a reader blocked there is woken by every frame, and on a busy machine each wake-up
+#: preempts the child (measured: ~0.1 s per DPO job). The child's exit wakes the parent at once.
+WATCH_S = 0.05
+MAX_READS = 32
 
 
 class ZygoteError(RuntimeError):
@@ -99,6 +104,7 @@ class Zygote:
         self._replies: queue.Queue[tuple[dict[str, Any], list[int]] | None] = queue.Queue()
         self._exits: dict[int, ExitInfo] = {}
         self._exits_lock = threading.Lock()
+        self._exited = threading.Condition(self._exits_lock)
         self.live: set[int] = set()  # children forked and not yet reaped
         self.dead = False
         self._thread = threading.Thread(target=self._dispatch, name="mlcanon-zygote", daemon=True)
@@ -114,7 +120,9 @@ class Zygote:
             except OSError:
                 data, fds = b"", []
             if not data:
-                self.dead = True
+                with self._exits_lock:
+                    self.dead = True
+                    self._exited.notify_all()
                 self._replies.put(None)
                 return
             message = pickle.loads(data)  # noqa: S301 - the zygote runs trusted code only
@@ -123,6 +131,7 @@ class Zygote:
                     self._exits[message["pid"]] = ExitInfo(message["status"], message["cpu"],
                                                            message["maxrss_kb"] / 1024.0)
                     self.live.discard(message["pid"])
+                    self._exited.notify_all()
             else:
                 self._replies.put((message, fds))
 
@@ -158,8 +167,11 @@ class Zygote:
                 self.live.add(reply["pid"])
         return int(reply["pid"]), reply["fds"][0]
 
-    def exit_of(self, pid: int) -> ExitInfo | None:
-        with self._exits_lock:
+    def exit_of(self, pid: int, wait: float = 0.0) -> ExitInfo | None:
+        """The exit of child ``pid``, waiting up to ``wait`` seconds for it (None if still running)."""
+        with self._exited:
+            if wait > 0:
+                self._exited.wait_for(lambda: pid in self._exits or self.dead, wait)
             return self._exits.pop(pid, None)
 
     def log_tail(self) -> str:
@@ -195,24 +207,34 @@ def run_job(zygote: Zygote, request: JobRequest, request_path: Path, limits: Lim
     os.set_blocking(fd, False)
     reader = FrameReader(fd)
     current, test_started, next_poll, exited_at = "starting", started, started, 0.0
+
+    def read_frames() -> None:
+        nonlocal current, test_started
+        for _ in range(MAX_READS):  # bounded, so a flood of bytes cannot keep the watch from its limits
+            if reader.eof:
+                return
+            before = reader.total
+            for frame in reader.read():
+                run.frames.append(frame)
+                if frame["kind"] in ("start", "phase"):
+                    current = str(frame.get("test") or frame.get("name") or "")[:300]
+                    test_started = time.monotonic()
+            if reader.total == before:
+                return
+
     try:
         while True:
-            if reader.eof:
-                time.sleep(0.01)
-            elif select.select([fd], [], [], 0.02)[0]:
-                for frame in reader.read():
-                    run.frames.append(frame)
-                    if frame["kind"] in ("start", "phase"):
-                        current = str(frame.get("test") or frame.get("name") or "")[:300]
-                        test_started = time.monotonic()
-            now = time.monotonic()
             if run.exit is None:
-                run.exit = zygote.exit_of(pid)
+                run.exit = zygote.exit_of(pid, wait=WATCH_S)
                 if run.exit is not None:
-                    exited_at = now
+                    exited_at = time.monotonic()
                     run.leftovers = sweep(pid)
-                elif zygote.dead:
-                    break
+            elif not reader.eof:
+                select.select([fd], [], [], 0.02)  # the child is gone: only EOF or its last frames can come
+            read_frames()
+            now = time.monotonic()
+            if run.exit is None and zygote.dead:
+                break
             if run.exit is not None and (reader.eof or now - exited_at > DRAIN_S):
                 break
             if run.exit is None and not run.killed:
