@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from _common import REPO, Figure, pytest_argv
+from _common import NEUTRAL, REPO, Figure, pytest_argv
 
 sys.path.insert(0, str(REPO))
 
@@ -21,9 +21,9 @@ def selector() -> str:
 
 
 def figures() -> list[Figure]:
-    argv = pytest_argv(f"--canon-item={selector()}", "--impl=canon_refs", "-n", "2", "--durations=10")
+    argv = pytest_argv(f"--canon-item={selector()}", f"--impl={REPO / 'canon_refs'}", "-n", "2", "--durations=10")
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(argv, cwd=NEUTRAL, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     lines = proc.stdout.splitlines()
     if "slowest 10 durations" in proc.stdout:

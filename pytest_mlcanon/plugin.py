@@ -7,6 +7,7 @@ its markers and stays out of the way of an ordinary test run.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
         raise pytest.UsageError(str(exc)) from None
     redirect.install(chosen.path)
     early_config.stash[_IMPL_KEY] = (items, chosen)
+    # CanonRun freezes the heap after collection; registered first, this runs last among the
+    # cleanups, after pytest's own end-of-run collections, so an in-process run leaks nothing.
+    early_config.add_cleanup(gc.unfreeze)
 
 
 def pytest_configure(config: pytest.Config) -> None:

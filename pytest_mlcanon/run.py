@@ -6,6 +6,7 @@ manager as ``mlcanon-run``; the hook functions in ``plugin.py`` delegate here.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import io
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mlcanon import catalog, redirect, rubric, stubs
+from pytest_mlcanon import catalog, learner_coverage, redirect, rubric, stubs
 from pytest_mlcanon.impl import Impl
 from pytest_mlcanon.reports import Report, write
 from pytest_mlcanon.reports import terminal as terminal_report
@@ -74,10 +75,18 @@ class CanonRun:
         self.states = {item.number: ItemState(item) for item in items}
         self.report: Report | None = None
         self.messages: list[str] = []
+        self.measurement: learner_coverage.Measurement | None = None
+        self.executed: dict[str, set[int]] = {}
 
     # -- before collection -------------------------------------------------------------------------
     def prepare(self) -> None:
         """Decide per item: not attempted, import error, no tests, or ready to run."""
+        if self.settings.coverage:  # before the first import of a learner module: its top level counts
+            self.measurement = learner_coverage.Measurement(
+                (f for state in self.states.values() for f in self.impl.files(state.item)),
+                borrow=bool(getattr(self.config.option, "cov_source", None))  # pytest --cov measures
+                and not getattr(self.config.option, "no_cov", False))
+            self.measurement.start()
         for state in self.states.values():
             item = state.item
             state.files = self.impl.files(item)
@@ -160,6 +169,16 @@ class CanonRun:
         return kept, dropped
 
     # -- running ----------------------------------------------------------------------------------------
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Move everything imported so far (torch, the learner's modules, the tests) out of the
+        garbage collector's reach: nothing of it is garbage, and a full collection over torch's heap
+        costs ~0.1 s each time pytest forces one at the end of the run. The plugin unfreezes at the
+        very end (a cleanup), so an in-process run (pytester) leaves nothing behind."""
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+        if self.measurement is not None:
+            self.measurement.attach()
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         """Collect the shape checks of the item's own files made while its test body runs (SHP002)."""
@@ -244,9 +263,28 @@ class CanonRun:
                 state.error = f"reference tests could not be collected: {_short_message(report)}"
 
 
+    # -- coverage of the learner's files (an xdist worker hands its lines to the controller) ---------
+    def stop_coverage(self) -> None:
+        if self.measurement is not None:
+            for path, lines in self.measurement.stop().items():
+                self.executed.setdefault(path, set()).update(lines)
+            self.measurement = None
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:
+            self.stop_coverage()
+            workeroutput[learner_coverage.WORKER_KEY] = {p: sorted(lines) for p, lines in self.executed.items()}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        for path, lines in getattr(node, "workeroutput", {}).get(learner_coverage.WORKER_KEY, {}).items():
+            self.executed.setdefault(path, set()).update(lines)
+
     # -- after the tests -------------------------------------------------------------------------------
     def finish(self) -> int:
         """Score every item, write the reports, and return how many extra failures the run gets."""
+        self.stop_coverage()
         timer = (TimedRun(self.config.invocation_params.dir, self.timed, self.settings.first_attempt_factor)
                  if self.timed else None)
         scores = [self._score_safely(state, timer) for state in self.states.values()]
@@ -291,6 +329,9 @@ class CanonRun:
         evidence = rubric.Evidence(item, list(state.files), ref_files, outcomes, root, timing_findings=timing_findings,
                                    runtime_shape_findings=runtime, runtime_shape_notes=notes)
         score.axes = rubric.score_item(evidence, self.settings)
+        if self.settings.coverage:
+            display = {str(p.resolve()): _show(str(p)) for p in state.files}
+            score.coverage = {c.path: c.to_dict() for c in learner_coverage.summarize(self.executed, display)}
         return score
 
     def _runtime_shapes(self, state: ItemState, root: Path) -> tuple[list[Finding], list[str]]:

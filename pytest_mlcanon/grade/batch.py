@@ -41,6 +41,7 @@ from pytest_mlcanon.impl import Impl
 from pytest_mlcanon.redirect import reference_dir
 from pytest_mlcanon.rubric.model import Finding
 from pytest_mlcanon.run import tests_dir
+from pytest_mlcanon.settings import SPECS
 
 MAX_FILE_BYTES = 1 << 20
 MAX_FILES = 400
@@ -74,12 +75,17 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
     root = Path(tempfile.mkdtemp(prefix="mlcanon-grade-"))
     os.chmod(root, 0o711)
     count = 0
+    warm: _Warm | None = None
     try:
+        if any(sub.impl is not None for sub in subs):
+            warm = _Warm(root, items, seed, config)  # the zygote imports torch and calibrates meanwhile
         students, cells, jobs = _plan(subs, items, root / "snapshots", config)
         count = min(workers(config), max(1, len(jobs)))
-        notes = _run_all(jobs, cells, root, items, seed, config, settings, count,
-                         Progress(len(jobs), enabled=progress), on_result) if jobs else []
+        notes = _run_all(jobs, cells, root, warm, config, settings, count, Progress(len(jobs), enabled=progress),
+                         on_result) if jobs and warm is not None else []
     finally:
+        if warm is not None:
+            warm.close()
         remove_tree(root)
     for student in students:
         student.items = [cells[(student.student, item.slug)] for item in items]
@@ -117,12 +123,55 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
     return students, cells, jobs
 
 
-def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Path, items: tuple[catalog.Item, ...],
-             seed: int, config: GradeConfig, settings: Any, count: int, bar: Progress,
-             on_result: Callable[[str, ItemResult], None] | None) -> list[str]:
-    """Start the zygote, calibrate, and run the jobs on ``count`` workers; returns the batch's notes."""
+class _Warm:
+    """The zygote, started and calibrated on a thread of its own while the parent snapshots and scans
+    the class (importing torch and the reference run take one core; the scans the other)."""
+
+    def __init__(self, root: Path, items: tuple[catalog.Item, ...], seed: int, config: GradeConfig) -> None:
+        self.zygote: Zygote | None = None
+        self.calibration: Calibration | None = None
+        self.error: BaseException | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._start, args=(root, items, seed, config), name="mlcanon-warm",
+                                        daemon=True)
+        self._thread.start()
+
+    def _start(self, root: Path, items: tuple[catalog.Item, ...], seed: int, config: GradeConfig) -> None:
+        try:
+            try:
+                self.zygote = Zygote(root, wait=False)
+            finally:
+                self._started.set()
+            self.zygote.wait_ready()
+            self.calibration = _calibrate(self.zygote, root, items, seed, config)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread by ``ready``
+            self.error = exc
+
+    def ready(self) -> tuple[Zygote, Calibration]:
+        """The calibrated zygote; raises what went wrong (as ``BatchError``)."""
+        self._thread.join()
+        if self.error is not None:
+            if isinstance(self.error, (BatchError, KeyboardInterrupt, SystemExit)):
+                raise self.error
+            raise BatchError(f"the zygote could not start: {self.error}") from self.error
+        if self.zygote is None or self.calibration is None:
+            raise BatchError("the zygote was stopped before the batch began")
+        return self.zygote, self.calibration
+
+    def close(self) -> None:
+        """Stop the zygote, at once if it is still starting or calibrating (the batch was interrupted)."""
+        self._started.wait()
+        busy = self._thread.is_alive()
+        zygote, self.zygote = self.zygote, None
+        if zygote is not None:
+            zygote.close(now=busy)
+        self._thread.join()
+
+
+def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Path, warm: _Warm, config: GradeConfig,
+             settings: Any, count: int, bar: Progress, on_result: Callable[[str, ItemResult], None] | None) -> list[str]:
+    """Wait for the calibrated zygote and run the jobs on ``count`` workers; returns the batch's notes."""
     pool = uids.UidPool(config.uid_base, count) if os.geteuid() == 0 and config.user else None
-    zygote: Zygote | None = None
     lock = threading.Lock()
     pending: queue.Queue[Job] = queue.Queue()
 
@@ -134,8 +183,7 @@ def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Pa
                 on_result(job.student, cell)
 
     try:
-        zygote = Zygote(root)
-        calibration = _calibrate(zygote, root, items, seed, config)
+        zygote, calibration = warm.ready()
         runner = _Runner(zygote, root, root / "snapshots", calibration, config, settings, pool)
         for job in jobs:
             pending.put(job)
@@ -156,8 +204,7 @@ def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Pa
         return _reference_notes(calibration)
     finally:
         bar.close()
-        if zygote is not None:
-            zygote.close()
+        warm.close()  # kills a child still running (the batch was interrupted) and stops the zygote
         if pool is not None:
             pool.close()
 
@@ -199,9 +246,16 @@ def _reference_notes(calibration: Calibration) -> list[str]:
 
 
 def _ini(config: GradeConfig) -> str:
-    """A trusted ini file: the teacher's rubric settings as ``mlcanon_<key>`` ini keys, nothing else."""
+    """A trusted ini file: the teacher's rubric settings as ``mlcanon_<key>`` ini keys, nothing else.
+
+    Line coverage of the learner's files is off unless the teacher turns it on: the parent grades
+    from its own rubric and takes only test outcomes and run-time shapes from a child, so a job would
+    measure it for nothing (coverage.py's tracer cost ~0.3 s CPU per DPO job)."""
     lines = ["[pytest]"]
-    for key, value in config.rubric.items():
+    rubric = dict(config.rubric)
+    if "coverage" in {spec.key for spec in SPECS}:
+        rubric.setdefault("coverage", False)
+    for key, value in rubric.items():
         text = ",".join(map(str, value)) if isinstance(value, list) else str(value).lower() if isinstance(
             value, bool) else str(value)
         lines.append(f"mlcanon_{key} = {text}")

@@ -88,10 +88,12 @@ class JobRun:
 class Zygote:
     """Client of the zygote process (``zygote.py``)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, wait: bool = True) -> None:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
-        env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        temp = root / "zygote-tmp"  # what torch and the reference run write goes with the batch
+        temp.mkdir(mode=0o700, exist_ok=True)
+        env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TMPDIR=str(temp))
         self.log = root / "zygote.log"
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
@@ -109,6 +111,11 @@ class Zygote:
         self.dead = False
         self._thread = threading.Thread(target=self._dispatch, name="mlcanon-zygote", daemon=True)
         self._thread.start()
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait until the zygote has imported torch and pytest."""
         ready = self._reply(READY_TIMEOUT_S)
         if ready.get("op") != "ready":
             raise ZygoteError(f"the zygote did not start: {self.log_tail()}")
@@ -180,12 +187,15 @@ class Zygote:
         except OSError:
             return "(no log)"
 
-    def close(self) -> None:
-        """Stop the zygote; a child still running (the batch was interrupted) is killed first."""
+    def close(self, now: bool = False) -> None:
+        """Stop the zygote; a child still running (the batch was interrupted) is killed first.
+        ``now``: kill it at once (it may be busy importing or calibrating)."""
         with self._exits_lock:
             for pid in self.live:
                 _kill(pid)
-        if not self.dead:
+        if now:
+            self.process.kill()
+        elif not self.dead:
             try:
                 self.sock.send(pickle.dumps({"op": "stop"}))
             except OSError:

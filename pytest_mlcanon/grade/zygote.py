@@ -48,6 +48,8 @@ def _preload() -> None:
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
+    _import_lazy_torch_modules()
+    import numpy.testing  # noqa: F401
     import pytest  # noqa: F401
 
     import pytest_mlcanon.grade.child  # noqa: F401
@@ -59,6 +61,24 @@ def _preload() -> None:
 
     sandbox._libc()  # noqa: SLF001 - load the C library once, not in every child
     _cache_assertion_rewrites()
+
+
+#: Modules torch imports on first use, each costing a fresh process up to ~0.7 s: the first optimizer
+#: step (``torch._dynamo``), ``torch.broadcast_shapes`` (``torch._refs``), ``torch.testing.assert_close``
+#: (``torch.distributed.tensor``). The reference run would import those its tests need; importing them
+#: here too means no child pays for one that only a learner's code reaches.
+LAZY_TORCH_MODULES = ("torch._dynamo", "torch._refs", "torch._prims", "torch.distributed.tensor", "torch.testing",
+                      "torch._subclasses.schema_check_mode", "torch.optim", "torch.utils.data")
+
+
+def _import_lazy_torch_modules() -> None:
+    import importlib
+
+    for name in LAZY_TORCH_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - an optional part of this torch build; the child imports it if used
+            continue
 
 
 def _cache_assertion_rewrites() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pytest_mlcanon import learner_coverage
 from pytest_mlcanon.reports.model import Report
 from pytest_mlcanon.rubric.model import AXES, AXIS_TITLES, ItemScore
 
@@ -37,6 +38,7 @@ def item_lines(item: ItemScore, limit: int | None) -> list[str]:
         result = item.axes.get(axis)
         for note in result.notes if result else ():
             lines.append(f"{AXIS_TITLES[axis]}: {note}")
+    lines += [learner_coverage.render(path, cov) for path, cov in item.coverage.items()]
     if item.timing:
         t = item.timing
         lines.append(f"time: {t['elapsed_min']:.1f} min of {t['allowed_min']:.0f} allowed "

@@ -85,7 +85,7 @@ class ItemScore:
     error: str = ""
     tests: dict[str, int] = field(default_factory=dict)
     timing: dict[str, Any] = field(default_factory=dict)
-    coverage: dict[str, Any] = field(default_factory=dict)
+    coverage: dict[str, dict[str, Any]] = field(default_factory=dict)  # learner file -> line coverage
 
     @property
     def score(self) -> int:

@@ -101,7 +101,10 @@ def static_findings(source: Source) -> list[Finding]:
             out.append(Finding("NUM001", where, call.lineno, "exp of unshifted values is normalised by its sum: "
                                "overflows to inf/inf = NaN for logits near 1e3",
                                "subtract the row max first (x - x.max(dim, keepdim=True)) or use softmax/logsumexp"))
-    assigned_in = {id(node): _assigned_names(fn) for fn in functions(source.tree) for node in ast.walk(fn)}
+    assigned_in: dict[int, dict[str, ast.expr]] = {}
+    for fn in functions(source.tree):
+        assigned = _assigned_names(fn)
+        assigned_in.update((id(node), assigned) for node in ast.walk(fn))
     for node in ast.walk(source.tree):
         assigned = assigned_in.get(id(node), {})
         if isinstance(node, ast.Call) and call_name(node) in MASK_FILLERS:
