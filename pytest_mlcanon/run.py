@@ -197,6 +197,8 @@ class CanonRun:
                        if path in mine]
             results += [[path, line, shape_runtime.ENTERED, ""] for path, line in sorted(shape_instrument.ENTERED)
                         if path in mine]
+            results += [[path, line, shape_runtime.TRANSPOSED, str(ndim)]
+                        for (path, line), ndim in sorted(shape_instrument.TRANSPOSED.items()) if path in mine]
             nonfinite = [list(first) for first in shape_instrument.FIRST_NONFINITE]  # any learner file
             shape_instrument.reset()
             item.user_properties.append((SHAPES_PROPERTY, results))
@@ -327,7 +329,8 @@ class CanonRun:
         ref_files = [redirect.reference_dir() / f for f in item.module_files]
         runtime, notes = self._runtime_shapes(state, root)
         evidence = rubric.Evidence(item, list(state.files), ref_files, outcomes, root, timing_findings=timing_findings,
-                                   runtime_shape_findings=runtime, runtime_shape_notes=notes)
+                                   runtime_shape_findings=runtime, runtime_shape_notes=notes,
+                                   runtime_transposes=shape_runtime.full_transposes(state.shape_results))
         score.axes = rubric.score_item(evidence, self.settings)
         if self.settings.coverage:
             display = {str(p.resolve()): _show(str(p)) for p in state.files}

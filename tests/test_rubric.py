@@ -271,3 +271,58 @@ class Box:
     verdicts = _run_instrumented(path, calls)
     assert {line: v.status for line, v in verdicts.items()} == {
         8: "confirmed", 11: "confirmed", 15: "not exercised", 19: "confirmed"}
+
+
+TRANSPOSES = '''"""Doc."""
+import numpy as np
+
+def scores(q, k):
+    """.T on an argument: the static rule cannot know its rank."""
+    return q @ k.T
+
+def gram(x):
+    """.T on a call result, 2-D here: fine."""
+    return np.asarray(x).T @ x
+
+def keys(k):
+    """.T on a name whose comment says 3-D: the static rule flags it already."""
+    k3 = k.reshape(2, 3, 4)                          # (B, T, d)
+    return k3.T                                      # (d, T, B)
+
+class Table:
+    """.T in a class body and in a lambda: any read of .T is seen."""
+    flip = staticmethod(lambda a: a.T)
+'''
+
+
+def test_runtime_records_full_transposes_of_arguments_and_call_results(tmp_path: Path) -> None:
+    path = tmp_path / "transformer" / "attention.py"
+    path.parent.mkdir()
+    path.write_text(TRANSPOSES)
+    source = load(path, "transformer/attention.py")
+    tree, runtime = shape_instrument.instrument(source, str(path.resolve()))
+    namespace: dict[str, object] = {shape_instrument.RUNTIME_NAME: runtime}
+    exec(compile(tree, str(path), "exec"), namespace)
+    shape_instrument.reset()
+    scores, gram, keys, table = namespace["scores"], namespace["gram"], namespace["keys"], namespace["Table"]
+    assert scores(np.ones((2, 3)), np.ones((4, 3))).shape == (2, 4)        # 2-D: nothing recorded
+    assert gram(np.ones((5, 3))).shape == (3, 3)
+    assert shape_instrument.TRANSPOSED == {}
+    with pytest.raises(ValueError):
+        scores(np.ones((2, 5, 3)), np.ones((2, 4, 3)))                    # reversed to (3, 4, 2): raises
+    assert keys(np.arange(24.0)).shape == (4, 3, 2)                       # the value is still x.T
+    assert table.flip(np.zeros((1, 2, 3, 4))).shape == (4, 3, 2, 1)
+    resolved = str(path.resolve())
+    assert shape_instrument.TRANSPOSED == {(resolved, 6): 3, (resolved, 15): 3, (resolved, 19): 4}
+    exported = [[p, line, shape_runtime.TRANSPOSED, str(n)] for (p, line), n in shape_instrument.TRANSPOSED.items()]
+    shape_instrument.reset()
+    transposes = shape_runtime.full_transposes([exported, [[resolved, 6, shape_runtime.TRANSPOSED, "4"]]])
+    assert transposes[(resolved, 6)] == 4
+    verdicts = shape_runtime.merge([path], [exported], {})  # the rows are not shape-comment verdicts
+    assert {v.line: v.status for v in verdicts} == {14: shape_runtime.NOT_EXERCISED, 15: shape_runtime.NOT_EXERCISED}
+    result = rubric.api.evaluate([source], catalog.get("transformer/attention"), Settings(), (), transposes)
+    found = [(f.code, f.line) for f in result.findings]
+    assert found == [("API001", 15), ("API001", 6), ("API001", 19)]      # static first; line 15 once
+    assert "4-D value" in result.findings[1].message
+    assert not rubric.api.evaluate([source], catalog.get("transformer/attention"), Settings(ignore=("API001",)),
+                                   (), transposes).findings

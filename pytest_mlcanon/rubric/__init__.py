@@ -6,7 +6,7 @@ the evidence for one item and ``lint`` runs the static axes over files for ``mlc
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +31,8 @@ class Evidence:
     runtime_shape_findings: Sequence[Finding] = ()
     runtime_shape_notes: Sequence[str] = ()
     timing_findings: Sequence[Finding] = ()
+    #: (resolved path, line) -> largest ndim a ``.T`` reversed there at run time (API001)
+    runtime_transposes: Mapping[tuple[str, int], int] = field(default_factory=dict)
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -62,7 +64,7 @@ def score_item(evidence: Evidence, settings: Settings) -> dict[str, AxisResult]:
         "shapes": shapes.evaluate((shapes.check_source(s, settings) for s in sources),
                                   evidence.runtime_shape_findings, settings, evidence.runtime_shape_notes),
         "numerics": numerics.evaluate(sources, evidence.outcomes, settings),
-        "api": api.evaluate(sources, evidence.item, settings, evidence.timing_findings),
+        "api": api.evaluate(sources, evidence.item, settings, evidence.timing_findings, evidence.runtime_transposes),
         "explanation": explanation.evaluate(sources, settings),
     }
     return axes

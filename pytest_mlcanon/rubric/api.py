@@ -1,7 +1,8 @@
 """API-fluency axis: silent full transposes, ``.view`` on transposed tensors, element loops,
 deprecated APIs, the catalog's forbidden shortcuts, and stalling past the time target.
 
-Codes: ``API001`` full transpose of a 3-D+ tensor, ``API002`` ``.view`` right after a transpose,
+Codes: ``API001`` full transpose of a 3-D+ tensor (statically from the shape comments of a plain
+name, and at run time from the ndim of every ``.T`` operand the instrumented code saw), ``API002`` ``.view`` right after a transpose,
 ``API003`` Python double loop over elements, ``API004`` deprecated API, ``API005`` forbidden
 shortcut for this item, ``API006`` past the time target (``--timed``), ``API007`` legacy global
 NumPy RNG.
@@ -10,7 +11,7 @@ NumPy RNG.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from pytest_mlcanon.catalog import Item
 from pytest_mlcanon.rubric import shape_grammar
@@ -189,10 +190,34 @@ def _name_from_transpose(fn: ast.AST, name: str, line: int) -> bool:
     return latest is not None and _transposed(latest)
 
 
+def runtime_findings(sources: Iterable[Source], transposes: Mapping[tuple[str, int], int],
+                     static: Iterable[Finding] = ()) -> list[Finding]:
+    """API001 for every ``.T`` that reversed a value of ndim > 2 while the tests ran.
+
+    ``transposes`` maps (resolved path, line) to the largest such ndim (``shape_runtime.full_transposes``);
+    lines outside ``sources`` and lines the static rule already flags (``static``) are left out.
+    """
+    flagged = {(f.path, f.line) for f in static if f.code == "API001"}
+    out: list[Finding] = []
+    for source in sources:
+        resolved = str(source.path.resolve())
+        for (path, line), ndim in sorted(transposes.items()):
+            if path != resolved or (source.display, line) in flagged:
+                continue
+            out.append(Finding("API001", source.display, line, f"`.T` reversed every axis of a {ndim}-D value "
+                               "when the tests ran; only the last two were meant to swap",
+                               "use .transpose(-2, -1) or .mT (np.swapaxes(x, -1, -2) for arrays)"))
+    return out
+
+
 def evaluate(sources: Iterable[Source], item: Item, settings: Settings,
-             extra: Iterable[Finding] = ()) -> AxisResult:
-    """Passes when no enabled API rule fires (``extra`` carries run-time evidence such as API006)."""
-    findings = [f for s in sources for f in static_findings(s, item) if settings.enabled(f.code)]
+             extra: Iterable[Finding] = (), transposes: Mapping[tuple[str, int], int] | None = None) -> AxisResult:
+    """Passes when no enabled API rule fires (``extra`` carries run-time evidence such as API006;
+    ``transposes`` the run-time ``.T`` operands of ndim > 2, see ``runtime_findings``)."""
+    sources = list(sources)
+    static = [f for s in sources for f in static_findings(s, item)]
+    findings = [f for f in static if settings.enabled(f.code)]
+    findings += [f for f in runtime_findings(sources, transposes or {}, static) if settings.enabled(f.code)]
     findings += [f for f in extra if settings.enabled(f.code)]
     return AxisResult(not findings, tuple(findings))
 

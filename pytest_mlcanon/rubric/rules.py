@@ -63,9 +63,10 @@ RULES: tuple[Rule, ...] = (
     Rule("NUM100", "numerics", "a numerics probe of the item failed (extreme logits, fp16, fully masked rows...)",
          "the probes are the inputs an interviewer tries after the happy path",
          "weights = scores.softmax(-1)  # NaN on an all-masked row", "finite mask value and zeros for empty rows"),
-    Rule("API001", "api", "`.T` or `np.transpose` without axes on a 3-D or larger tensor",
-         "it reverses every axis; only the last two were meant to swap",
-         "k_t = k.T  # k is (B, H, T, d_h)", "k_t = k.transpose(-2, -1)   # (B, H, d_h, T)"),
+    Rule("API001", "api", "`.T` or `np.transpose` without axes on a 3-D or larger tensor, seen from a name's "
+         "shape comment or, for any `.T` (an argument, a call result), from its operand's ndim at run time",
+         "it reverses every axis (torch deprecates it); only the last two were meant to swap",
+         "scores = q @ k.T  # k is (B, H, T, d_h)", "scores = q @ k.transpose(-2, -1)   # (B, H, T_q, T_k)"),
     Rule("API002", "api", "`.view` right after `transpose`/`permute`",
          "the transposed tensor is not contiguous; `.view` raises or forces a copy elsewhere",
          "x.transpose(1, 2).view(B, T, d)", "x.transpose(1, 2).reshape(B, T, d)"),

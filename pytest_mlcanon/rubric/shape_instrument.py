@@ -7,11 +7,15 @@ The redirect's loader compiles a learner (or reference) file through ``instrumen
   ``Scope``, which binds symbolic dims for that call;
 * after ``x = ...  # (B, T, d)`` it inserts ``__mlcanon_scope.check(LINE, (x,))``;
 * ``return y  # (B,)`` becomes ``return __mlcanon_scope.ret(LINE, y)``;
-* falling off the end of a function commits the call.
+* falling off the end of a function commits the call;
+* every ``<expr>.T`` that is read becomes ``__mlcanon__.transposed(<expr>, LINE)``, which records
+  the operand's ``ndim`` when it is above 2 (a silent full transpose, ``API001``: the static rule
+  cannot know the rank of an argument or a call result) and returns ``<expr>.T`` unchanged.
 
 A contradiction is provisional until its call returns normally: a call that raises (a validation
-error on bad input) proves nothing about shapes. Results go to the module-level ``RECORDER``, which
-the plugin clears before each test and reads after it. Line numbers are preserved, so tracebacks
+error on bad input) proves nothing about shapes; a full transpose is recorded as soon as it happens.
+Results go to the module-level ``RECORDER`` and ``TRANSPOSED``, which the plugin clears before each
+test and reads after it. Line numbers are preserved, so tracebacks
 and coverage still point at the learner's lines. Nothing is written to ``__pycache__``.
 """
 
@@ -42,6 +46,8 @@ RECORDER: dict[tuple[str, int], tuple[str, str]] = {}
 FIRST_NONFINITE: list[tuple[str, int, str]] = []
 #: Scopes (path, first line of the function; 0 for the module) entered during the current test.
 ENTERED: set[tuple[str, int]] = set()
+#: (resolved path, line) -> the largest ndim (> 2) of a value ``.T`` was applied to there (API001).
+TRANSPOSED: dict[tuple[str, int], int] = {}
 
 
 def reset() -> None:
@@ -49,6 +55,7 @@ def reset() -> None:
     RECORDER.clear()
     FIRST_NONFINITE.clear()
     ENTERED.clear()
+    TRANSPOSED.clear()
 
 
 def _has_nonfinite(value: Any) -> bool:
@@ -142,16 +149,28 @@ class Runtime:
         ENTERED.add((self.path, owner_line))
         return Scope(self.path, self.table)
 
+    def transposed(self, value: Any, line: int) -> Any:
+        """``value.T``, recording ``value.ndim`` at ``line`` when it is above 2 (a full transpose)."""
+        ndim = getattr(value, "ndim", None)
+        if type(ndim) is int and ndim > 2 and ndim > TRANSPOSED.get((self.path, line), 0):
+            TRANSPOSED[(self.path, line)] = ndim
+        return value.T
+
 
 def instrument(source: Source, path: str) -> tuple[ast.Module, Runtime | None]:
-    """The instrumented module AST and its runtime; ``(tree, None)`` when nothing is annotated."""
+    """The instrumented module AST and its runtime; ``(tree, None)`` when nothing is annotated and
+    no ``.T`` is read."""
     table = annotated_statements(source)
     tree = ast.parse(source.text, filename=path)
-    if not table:
+    if not table and not any(_reads_T(node) for node in ast.walk(tree)):
         return tree, None
     _Rewriter(table).visit(tree)
     ast.fix_missing_locations(tree)
     return tree, Runtime(path, table)
+
+
+def _reads_T(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "T" and isinstance(node.ctx, ast.Load)
 
 
 def _name(id_: str) -> ast.Name:
@@ -221,7 +240,17 @@ class _Rewriter(ast.NodeTransformer):
     def _instrumented(self, node: ast.stmt) -> Annotated | None:
         return self.table.get(node.lineno) if self.scoped and self.scoped[-1] else None
 
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        """``<expr>.T`` -> ``__mlcanon__.transposed(<expr>, LINE)`` (the line of ``<expr>``, as API001's)."""
+        self.generic_visit(node)
+        if not _reads_T(node):
+            return node
+        call = ast.Call(func=ast.Attribute(value=_name(RUNTIME_NAME), attr="transposed", ctx=ast.Load()),
+                        args=[node.value, ast.Constant(node.lineno)], keywords=[])
+        return ast.copy_location(call, node)
+
     def visit_Return(self, node: ast.Return) -> ast.AST:
+        self.generic_visit(node)
         stmt = self._instrumented(node)
         if stmt is None or node.value is None:
             return node

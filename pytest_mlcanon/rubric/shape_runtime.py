@@ -220,6 +220,19 @@ class CommentVerdict:
 
 ENTERED = "entered"
 NOT_EXERCISED = "not exercised"
+#: Rows ``[path, line, TRANSPOSED, "<ndim>"]``: ``.T`` reversed a value of that many dims there (API001).
+TRANSPOSED = "full transpose"
+
+
+def full_transposes(exported: Iterable[list[list[Any]]]) -> dict[tuple[str, int], int]:
+    """(resolved path, line) -> the largest ndim that ``.T`` reversed there, over several tests' rows."""
+    found: dict[tuple[str, int], int] = {}
+    for results in exported:
+        for path, line, status, detail in results:
+            if status == TRANSPOSED:
+                key = (str(path), int(line))
+                found[key] = max(found.get(key, 0), int(detail))
+    return found
 
 
 def owner_lines(source: Source) -> dict[int, int]:
@@ -262,6 +275,8 @@ def merge(files: Iterable[Path], exported: Iterable[list[list[Any]]], display: d
         for path, line, status, detail in results:
             if status == ENTERED:
                 entered.add((path, line))
+                continue
+            if status == TRANSPOSED:
                 continue
             verdict = verdicts.get((path, line))
             if verdict is None or verdict.status == CONTRADICTED:
