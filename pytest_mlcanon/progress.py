@@ -25,13 +25,14 @@ scheduled until the item has been checked once.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_mlcanon.rubric.model import Outcome
 from pytest_mlcanon.state import StateError, dump_json, load_json, locked, state_dir, write_json
 
 SCHEMA_VERSION = 1
@@ -261,6 +262,15 @@ class Check:
     target_min: int
     over_time: bool
     misses: tuple[str, ...] = ()
+
+
+def check_passed(correctness_passed: bool, outcomes: Iterable[Outcome]) -> bool:
+    """Whether a check passes the attempt: Correctness holds and no reference test failed.
+
+    Numerics probes count toward the Numerics axis rather than Correctness, but a failing probe
+    still fails the pytest run, so it fails the check too: the record agrees with the exit status.
+    """
+    return correctness_passed and not any(o.outcome in {"failed", "error"} for o in outcomes)
 
 
 def record_check(entry: dict[str, Any], running: Clock, check: Check, now: float) -> dict[str, Any]:

@@ -137,7 +137,7 @@ class TimedRun:
         running = progress.clock(entry)
         if running is None or running.attempt != timing.attempt_number:
             return f"#{score.number} {score.slug}: the clock was reset during the run; this check is not recorded"
-        passed = score.axes["correctness"].passed
+        passed = progress.check_passed(score.axes["correctness"].passed, outcomes)
         misses = misslog.misses_for(score, outcomes, timing.over, timing.elapsed_min, timing.allowed_min)
         check = progress.Check(
             passed=passed, score=score.score, axes_failed=tuple(a for a in AXES if not score.axes[a].passed),

@@ -442,6 +442,21 @@ def test_a_file_that_does_not_import_is_a_failed_check(pytester: pytest.Pytester
     assert "file does not import (SyntaxError at" in (pytester.path / ".mlcanon" / "misslog.md").read_text()
 
 
+def test_a_failing_numerics_probe_fails_the_check(pytester: pytest.Pytester, learner) -> None:
+    text = GOOD_DPO.read_text()
+    unstable = text.replace("losses = -F.logsigmoid(margin) ", "losses = -torch.log(torch.sigmoid(margin))")
+    assert unstable != text  # log(sigmoid(-1000)) = log(0): only the numerics probes see it
+    learner(files={"posttrain/dpo": unstable})
+    with progress.session(pytester.path) as current:
+        progress.start_clock(current.entry("posttrain/dpo"), progress.now())
+    result = pytester.runpytest("--canon-item=55", "--impl=practice", "--timed", "-q", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*#55 posttrain/dpo *yes * NO *", "*#55 posttrain/dpo attempt 1: not passing yet*"])
+    (attempt,) = read_progress(pytester.path)["items"]["posttrain/dpo"]["attempts"]
+    assert attempt["passed"] is False and attempt["axes_failed"] == ["numerics"] and attempt["score"] == 4
+    assert progress.summarize(read_progress(pytester.path)["items"]["posttrain/dpo"]).passes == 0
+
+
 # -- the plan -------------------------------------------------------------------------------------------------
 
 def _passed(number: int, end: float, due: float) -> progress.ItemProgress:
