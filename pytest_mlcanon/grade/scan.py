@@ -11,6 +11,7 @@ and the parent's seeded re-check is what a forged pass cannot get past.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -308,13 +309,20 @@ def _copied(source: Source, item: catalog.Item, relative: Path) -> list[Finding]
     reference = reference_dir() / relative
     if not reference.is_file() or reference.resolve() == source.path.resolve():
         return []
-    try:
-        theirs = load(reference).tree
-    except SourceError:
-        return []
-    if _skeleton(source.tree) == _skeleton(theirs):
+    theirs = _reference_skeleton(reference.read_bytes())
+    if theirs is not None and _skeleton(source.tree) == theirs:
         return [finding("INT011", source.display, 1, f"same code as {REF_PACKAGE}/{relative.as_posix()}")]
     return []
+
+
+@functools.lru_cache(maxsize=64)
+def _reference_skeleton(data: bytes) -> str | None:
+    """The skeleton of a reference module (by content: computed once per batch, not per student)."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return None
+    return _skeleton(tree)
 
 
 def _skeleton(tree: ast.Module) -> str:
