@@ -151,6 +151,11 @@ def test_mask_forms_agree_and_padded_keys_do_not_matter():
     y[0, 4:] = randn(2, D, seed=14)
     torch.testing.assert_close(m(y, allow.expand(B, 1, T, T))[0, :4], out[0, :4], atol=1e-6, rtol=0.0)
     torch.testing.assert_close(m(x, allow.expand(B, 1, T, T)).double(), _reference(m, x, allow), **TOL.COMPOSITE.kw())
+    # a float bias and is_causal combine: the causal mask is filled in, never added on top of the bias
+    bias = masks.mask_to_bias(allow.expand(B, 1, T, T))
+    both = m(x, bias, is_causal=True)
+    assert torch.isfinite(both).all()
+    torch.testing.assert_close(both.double(), _reference(m, x, allow & masks.causal_mask(T)), **TOL.COMPOSITE.kw())
 
 
 def test_return_weights_shape_and_rows():

@@ -372,6 +372,54 @@ class TestCrossAttention:
         want = multihead.MultiHeadAttention.forward(m, x, ctx, masks.key_padding_to_attention(valid))
         torch.testing.assert_close(m(x, ctx, valid), want, atol=0.0, rtol=0.0)
 
+    @pytest.mark.parametrize("kind", ["none", "per_query_mask", "is_causal", "bias_and_is_causal"])
+    def test_self_attention_is_cross_attention_to_itself(self, kind):
+        """``m(x)`` equals ``m(x, context=x)``, masks included; and with a real context, a per-query
+        ``(B, T_q, T_k)`` mask and ``is_causal`` (bottom-right, ``causal_mask(T_q, T_k)``) give the
+        composition of #25 on the projections with that mask."""
+        torch.manual_seed(0)
+        m = multihead.MultiHeadAttention(D, H)
+        x = randn(B, T, D, seed=1)
+        xq, ctx = randn(B, self.T_Q, D, seed=2), randn(B, self.T_K, D, seed=3)
+
+        def allow(t_q: int, t_k: int) -> torch.Tensor:
+            a = torch.rand(B, t_q, t_k, generator=torch.Generator().manual_seed(t_k)) > 0.4
+            a[..., 0] = True                                            # no query loses every key
+            return a
+
+        def kwargs(t_q: int, t_k: int) -> tuple[dict, torch.Tensor | None]:
+            """The forward's mask arguments, and the equivalent (B, 1, T_q, T_k) allow-mask."""
+            a, causal = allow(t_q, t_k), masks.causal_mask(t_q, t_k)
+            return {"none": ({}, None),
+                    "per_query_mask": ({"mask": a}, a[:, None]),
+                    "is_causal": ({"is_causal": True}, causal.expand(B, 1, t_q, t_k)),
+                    "bias_and_is_causal": ({"mask": masks.mask_to_bias(a), "is_causal": True},
+                                           a[:, None] & causal)}[kind]
+
+        args, _ = kwargs(T, T)
+        torch.testing.assert_close(m(x, **args), m(x, x, **args), **TOL.COMPOSITE.kw())
+        args, want = kwargs(self.T_Q, self.T_K)
+        out = m(xq, ctx, **args)
+        assert torch.isfinite(out).all()
+        torch.testing.assert_close(out, _composed(m, xq, ctx, mask=want), **TOL.COMPOSITE.kw())
+        if kind != "none":
+            assert not torch.allclose(out, m(xq, ctx), **TOL.COMPOSITE.kw())  # the mask did something
+
+    def test_cached_decoding_step_is_cross_attention_to_the_prefix(self):
+        """With a KV cache, a new token attends to the cached prefix: cross-attention from it to
+        ``x[:, :t+1]``; the causal prefill is cross-attention of the prompt to itself, causal."""
+        torch.manual_seed(0)
+        m = multihead.MultiHeadAttention(D, H)
+        x = randn(B, 7, D, seed=1)
+        cache = _ConcatCache()
+        prefill = m(x[:, :3], is_causal=True, kv_cache=cache)
+        torch.testing.assert_close(prefill, m(x[:, :3], x[:, :3], is_causal=True), **TOL.COMPOSITE.kw())
+        for t in range(3, 7):
+            step = m(x[:, t:t + 1], kv_cache=cache)
+            assert cache.length == t + 1
+            torch.testing.assert_close(step, m(x[:, t:t + 1], x[:, :t + 1]), **TOL.COMPOSITE.kw())
+        assert cache.updates == 5
+
     @pytest.mark.numerics_probe
     @pytest.mark.parametrize("bias", [True, False])
     def test_all_context_masked_gives_out_proj_bias(self, bias):

@@ -153,6 +153,16 @@ class MultiHeadAttention(nn.Module):
             return combine_masks(mask, causal)                           # (..., T_q, T_k)
         return mask.masked_fill(~causal, torch.finfo(mask.dtype).min)    # (..., T_q, T_k)
 
+    @staticmethod
+    def _rotate(rope: RotaryEmbedding, q: Tensor, k: Tensor, positions: Tensor | None,
+                past: int) -> tuple[Tensor, Tensor]:
+        """RoPE (#34) on self-attention's new queries and keys ``(B, H, T_q, d_h)``, before they enter the
+        cache; ``positions`` defaults to ``arange(past, past + T_q)``, after the cached tokens."""
+        if positions is None:
+            positions = torch.arange(past, past + q.shape[2],            # (T_q,)
+                                     device=q.device)
+        return rope(q, positions), rope(k, positions)                    # (B, H, T_q, d_h), (B, H, T_q, d_h)
+
     def forward(self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, *,
                 is_causal: bool = False, kv_cache: KVCache | None = None,
                 positions: Tensor | None = None,
@@ -188,11 +198,7 @@ class MultiHeadAttention(nn.Module):
         k = self.split_heads(self.k_proj(source))                        # (B, H, T_s, d_h)
         v = self.split_heads(self.v_proj(source))                        # (B, H, T_s, d_h)
         if self.rope is not None:
-            if positions is None:
-                positions = torch.arange(past, past + T_q,               # (T_q,)
-                                         device=x.device)
-            q = self.rope(q, positions)                                  # (B, H, T_q, d_h)
-            k = self.rope(k, positions)                                  # (B, H, T_s, d_h)
+            q, k = self._rotate(self.rope, q, k, positions, past)
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)                                 # (B, H, T_k, d_h), (B, H, T_k, d_h)
         dropout_p = self.dropout_p if self.training else 0.0
