@@ -73,8 +73,9 @@ def timed_batch(folder: Path, item: str, workers: int) -> tuple[Gradebook, float
 
 def floor_cpu(item: catalog.Item, runs: int = 5) -> float:
     """CPU seconds of the item's tests on a submission of the good learner's files for the item (as
-    a job has them), plain pytest with the jobs' ini, forked from a warm process (run in a fresh
-    interpreter so this one stays torch-free); the median of ``runs``."""
+    a job has them), plain pytest with the jobs' ini, forked from a process warmed up as the zygote
+    is (on the references: a student's file is new to it), run in a fresh interpreter so this one
+    stays torch-free; the median of ``runs``."""
     out = subprocess.run([sys.executable, __file__, "--floor-child", item.slug, str(runs)], check=True,
                          capture_output=True, text=True).stdout
     return float(out.split()[-1])
@@ -89,6 +90,7 @@ def _floor_child(slug: str, runs: int) -> None:
     import torch
 
     from pytest_mlcanon.grade import child, zygote
+    from pytest_mlcanon.redirect import REF_PACKAGE
 
     torch.set_num_threads(1)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -97,12 +99,12 @@ def _floor_child(slug: str, runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text(batch._ini(settings_for(slug, 1)))  # noqa: SLF001 - the jobs' own ini
-        student = make_class(Path(tmp), catalog.get(slug), 1) / "student000"
         os.chdir(tmp)
-        argv = child.pytest_argv(str(ini), str(REPO / "canon_tests"), slug, str(student))
-        with contextlib.redirect_stdout(io.StringIO()):
-            pytest.main(argv)
+        tests = str(REPO / "canon_tests")
+        with contextlib.redirect_stdout(io.StringIO()):  # warm up on the references, as the zygote does
+            pytest.main(child.pytest_argv(str(ini), tests, slug, REF_PACKAGE))
         zygote._forget_canon_modules()  # noqa: SLF001
+        argv = child.pytest_argv(str(ini), tests, slug, str(make_class(Path(tmp), catalog.get(slug), 1) / "student000"))
         gc.collect()
         gc.freeze()
         times = []

@@ -90,9 +90,9 @@ class Guard:
         self.protected_dirs = tuple(os.path.realpath(d) + os.sep for d in protected_dirs)
         self.protected_files = frozenset(os.path.realpath(f) for f in protected_files)
         self._sent: set[tuple[str, str, str, int]] = set()
-        self._ids: dict[str, int] = {}
+        self._watched: dict[str, Any] = {}
         self._reported_tamper: set[str] = set()
-        self._plugins_seen: set[int] = set()
+        self._plugins_seen: list[Any] = []
 
     # -- reporting -------------------------------------------------------------------------------------
     def report(self, code: str, detail: str, filename: str = "", line: int = 0) -> None:
@@ -191,19 +191,20 @@ class Guard:
     # -- the tamper check --------------------------------------------------------------------------------
     def snapshot(self) -> None:
         """Remember the watched functions; call before any learner code runs."""
-        self._ids = {name: id(_resolve(name)) for name in WATCHED}
+        self._watched = {name: _resolve(name) for name in WATCHED}
 
     def check(self, plugins: Iterable[Any]) -> None:
         """Report (once each) every watched function that changed, and every pytest plugin defined in
         a learner file."""
-        for name, ident in self._ids.items():
-            if id(_resolve(name)) != ident and name not in self._reported_tamper:
+        # identity by ``is``, not ``id()``: every ``id()`` call is an audit event, and this runs after each test
+        for name, original in self._watched.items():
+            if _resolve(name) is not original and name not in self._reported_tamper:
                 self._reported_tamper.add(name)
                 self.report("INT106", f"`{name}` was replaced")
         for plugin in plugins:
-            if id(plugin) in self._plugins_seen:
+            if any(plugin is seen for seen in self._plugins_seen):
                 continue
-            self._plugins_seen.add(id(plugin))
+            self._plugins_seen.append(plugin)
             module = plugin if inspect.ismodule(plugin) else sys.modules.get(type(plugin).__module__)
             filename = os.path.realpath(getattr(module, "__file__", None) or "")
             if filename.startswith(self.learner_prefix):
