@@ -23,7 +23,7 @@ from pytest_mlcanon import catalog, learner_coverage, redirect, rubric, stubs
 from pytest_mlcanon.impl import Impl
 from pytest_mlcanon.reports import Report, write
 from pytest_mlcanon.reports import terminal as terminal_report
-from pytest_mlcanon.rubric import shape_instrument, shape_runtime
+from pytest_mlcanon.rubric import correctness, shape_instrument, shape_runtime
 from pytest_mlcanon.rubric.model import AXES, Finding, ItemScore, Outcome
 from pytest_mlcanon.settings import Settings
 from pytest_mlcanon.timer import TimedRun
@@ -236,7 +236,7 @@ class CanonRun:
             probe="numerics_probe" in keywords,
             edge="edge_case" in keywords,
             message=_short_message(report),
-            where=_failure_location(report, state.files, self.config.invocation_params.dir),
+            where=_failure_location(report, state.files, self.config.invocation_params.dir, self.config.rootpath),
             nonfinite=self._nonfinite_at(properties.get(NONFINITE_PROPERTY)) or (
                 previous.nonfinite if previous else None),
             duration=(previous.duration if previous else 0.0) + float(getattr(report, "duration", 0.0)),
@@ -332,6 +332,8 @@ class CanonRun:
                                    runtime_shape_findings=runtime, runtime_shape_notes=notes,
                                    runtime_transposes=shape_runtime.full_transposes(state.shape_results))
         score.axes = rubric.score_item(evidence, self.settings)
+        tests = ", ".join(_show(str(tests_dir() / name)) for name in item.test_files)
+        score.axes["correctness"] = correctness.locate(score.axes["correctness"], tests or item.slug)
         if self.settings.coverage:
             display = {str(p.resolve()): _show(str(p)) for p in state.files}
             score.coverage = {c.path: c.to_dict() for c in learner_coverage.summarize(self.executed, display)}
@@ -412,19 +414,30 @@ def _short_message(report: Any) -> str:
     return lines[0][:300] if lines else ""
 
 
-def _failure_location(report: Any, learner_files: tuple[Path, ...], root: Path) -> tuple[str, int] | None:
+def _failure_location(report: Any, learner_files: tuple[Path, ...], root: Path,
+                      rootpath: Path | None = None) -> tuple[str, int] | None:
     """Where a failure happened: the deepest traceback entry in the learner's files, else the
-    failing line of the test (an assertion on a wrong value never enters the learner's code)."""
+    failing line of the test (an assertion on a wrong value never enters the learner's code), else
+    (no traceback: ``--tb=no``, a string report) the test function itself."""
     if not getattr(report, "failed", False):
         return None
     entries = getattr(getattr(getattr(report, "longrepr", None), "reprtraceback", None), "reprentries", None) or []
     locations = [(loc.path, loc.lineno) for e in entries if (loc := getattr(e, "reprfileloc", None)) is not None]
     if not locations:
-        return None
+        return _test_location(report, rootpath or root)
     learner = {str(p.resolve()) for p in learner_files}
     inside = [loc for loc in locations if _resolve_quietly(loc[0], root) in learner]
     path, line = (inside or locations)[-1]
     return _show(_resolve_quietly(path, root)), int(line)
+
+
+def _test_location(report: Any, rootpath: Path) -> tuple[str, int] | None:
+    """The test function's file and ``def`` line (``report.location`` is relative to the rootdir)."""
+    location = getattr(report, "location", None)
+    if not location or not location[0]:
+        return None
+    path, lineno = location[0], location[1]
+    return _show(_resolve_quietly(path, rootpath)), int(lineno) + 1 if lineno is not None else 0
 
 
 def _resolve_quietly(path: str, root: Path) -> str:

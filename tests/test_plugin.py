@@ -6,8 +6,11 @@ import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "learners" / "good"
 
 BROKEN_BOX_IOU = '''
 """Boxes with IoU that forgets to subtract the intersection from the union."""
@@ -322,3 +325,34 @@ def test_an_item_of_several_modules_is_attempted_once_one_exists(pytester: pytes
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*#45 retrieval/ann*5/5*strong*",
                                  "*from the reference (not written yet): retrieval/hnsw.py, retrieval/pq.py*"])
+
+
+def test_failures_outside_the_rootdir_are_located_at_a_path(pytester: pytest.Pytester, learner) -> None:
+    # The canon's tests live outside the learner's repo, so pytest's node ids there have no path
+    # (``::test_x``); without a traceback (--tb=no) a failure is placed at its test function instead.
+    learner(files={"detection/boxes": BROKEN_BOX_IOU})
+    result = pytester.runpytest("--canon-item=18", "--impl=practice", "--tb=no", "-q", "-p", "no:cacheprovider",
+                                "--canon-report=json:r.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["  */canon_tests/test_detection_boxes.py:*: COR001 test_* failed: *"])
+    result.stdout.no_fnmatch_line("*::test_*: COR001*")
+    findings = json.loads((pytester.path / "r.json").read_text())["items"][0]["axes"]["correctness"]["findings"]
+    assert findings and all(f["path"].endswith("canon_tests/test_detection_boxes.py") and f["line"] > 0
+                            for f in findings if f["code"] == "COR001")
+
+
+def test_last_failed_with_only_probes_says_what_ran(pytester: pytest.Pytester, learner) -> None:
+    text = (EXAMPLES / "posttrain" / "dpo.py").read_text()
+    unstable = text.replace("losses = -F.logsigmoid(margin) ", "losses = -torch.log(torch.sigmoid(margin))")
+    assert unstable != text  # only the numerics probes fail
+    learner(files={"posttrain/dpo": unstable})
+    first = pytester.runpytest("--canon-item=55", "--impl=practice", "-q", "--tb=no")
+    first.assert_outcomes(passed=46, failed=2)
+    result = pytester.runpytest("--canon-item=55", "--impl=practice", "-q", "--tb=no", "--lf")
+    result.assert_outcomes(failed=2, deselected=46)
+    result.stdout.fnmatch_lines([
+        "  */canon_tests/test_posttrain_dpo.py: COR003 only numerics probes ran (2: test_extreme_margins, "
+        "test_extreme_margins_gradient_finite); they count toward Numerics, so no reference test judged "
+        "Correctness (fix: run the item's other reference tests too: drop --lf*",
+    ])
+    result.stdout.no_fnmatch_line(": COR003*")

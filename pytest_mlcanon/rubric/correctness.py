@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from dataclasses import replace
 
 from pytest_mlcanon.rubric.model import AxisResult, Finding, Outcome
 from pytest_mlcanon.rubric.source import Source
@@ -38,16 +39,41 @@ def missing_names(learner: Source, reference: Source) -> list[str]:
 
 def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = ()) -> AxisResult:
     """Passes when at least one non-probe test ran, none failed, and no public name is missing."""
+    outcomes = list(outcomes)
     missing = list(missing)
     tests = [o for o in outcomes if not o.probe]
-    findings = [
-        Finding("COR001", o.where[0] if o.where else o.nodeid, o.where[1] if o.where else 0,
-                f"{o.nodeid.split('::', 1)[-1]} {o.outcome}: {o.message}" if o.where else f"{o.outcome}: {o.message}")
-        for o in tests if o.outcome in FAILING
-    ]
+    findings = [_failed(o) for o in tests if o.outcome in FAILING]
     findings += missing
     ran = [o for o in tests if o.outcome != "skipped"]
     if not ran:
-        findings.append(Finding("COR003", "", 0, "no reference test of the item ran", "check the selection and -k"))
+        findings.append(_nothing_ran([o for o in outcomes if o.probe and o.outcome != "skipped"]))
     failed = any(o.outcome in FAILING for o in tests)
     return AxisResult(bool(ran) and not failed and not missing, tuple(findings))
+
+
+def locate(result: AxisResult, path: str) -> AxisResult:
+    """The axis with its item-level findings (``COR003``, which no test or line owns) placed at ``path``."""
+    if not path or all(f.path for f in result.findings):
+        return result
+    return replace(result, findings=tuple(f if f.path else replace(f, path=path) for f in result.findings))
+
+
+def _failed(outcome: Outcome) -> Finding:
+    """COR001 at the failure's file:line, else at the test's id (never an empty path)."""
+    file, sep, name = outcome.nodeid.partition("::")
+    name = name if sep else outcome.nodeid
+    if outcome.where:
+        return Finding("COR001", outcome.where[0], outcome.where[1], f"{name} {outcome.outcome}: {outcome.message}")
+    return Finding("COR001", outcome.nodeid if file else name, 0, f"{outcome.outcome}: {outcome.message}")
+
+
+def _nothing_ran(probes: list[Outcome]) -> Finding:
+    """COR003: what did run instead, when no reference test of the item counted toward Correctness."""
+    if not probes:
+        return Finding("COR003", "", 0, "no reference test of the item ran", "check the selection and -k")
+    names = ", ".join(o.nodeid.partition("::")[2] or o.nodeid for o in probes[:3])
+    more = f" and {len(probes) - 3} more" if len(probes) > 3 else ""
+    return Finding("COR003", "", 0,
+                   f"only numerics probes ran ({len(probes)}: {names}{more}); they count toward Numerics, so no "
+                   "reference test judged Correctness",
+                   "run the item's other reference tests too: drop --lf, --sw or the -k that selected only probes")
