@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_mlcanon import catalog, progress, stubs
+from pytest_mlcanon import catalog, impl, progress, stubs
 from pytest_mlcanon.state import state_dir
 
 DEFAULT_PRACTICE = "practice"
@@ -71,6 +71,9 @@ class Sandbox:
         path = (root / (practice or DEFAULT_PRACTICE)).expanduser()
         if path.exists() and not path.is_dir():
             raise DrillError(f"practice path {practice or DEFAULT_PRACTICE!r} is a file, not a directory")
+        if path.is_dir() and impl.too_deep(path.resolve()):
+            raise DrillError(impl.too_deep_message("practice path", practice or DEFAULT_PRACTICE, path.resolve(),
+                                                   root.resolve(), "--practice="))
         if must_exist and not path.is_dir():
             raise DrillError(
                 f"no practice directory at {relative(root, path)}/: `mlcanon drill ITEM` creates it "

@@ -81,7 +81,26 @@ def _explicit(value: str, cwd: Path, source: str) -> Impl:
         raise ImplError(f"{source} path {value!r} is not a directory: point it at the folder holding <area>/<module>.py")
     if path == reference_dir():
         return Impl(path, "reference")
+    if too_deep(path):
+        raise ImplError(too_deep_message(f"{source} path", value, path, cwd,
+                                         "--impl=" if source == "--impl" else f"{source}="))
     return Impl(path, source)
+
+
+def too_deep_message(what: str, value: str, path: Path, cwd: Path, flag: str) -> str:
+    """One line for a learner directory given one level too deep, suggesting its parent as typed."""
+    parent = path.parent if Path(value).expanduser().is_absolute() else os.path.relpath(path.parent, cwd)
+    return (f"{what} {value!r} is one level too deep: it is the area folder {path.name}/, and the learner "
+            f"directory is the folder holding <area>/<module>.py; did you mean {flag}{parent}?")
+
+
+def too_deep(path: Path) -> bool:
+    """True when ``path`` is an ``<area>`` folder of a learner directory rather than the directory
+    itself: it holds that area's ``<module>.py`` files directly and nothing laid out like the canon
+    (``--impl=practice/posttrain`` for ``practice/posttrain/dpo.py``)."""
+    modules = [m for item in catalog.all_items() for m in item.modules if m.split("/", 1)[0] == path.name]
+    return (any((path / f"{m.split('/', 1)[1]}.py").is_file() for m in modules)
+            and not looks_like_canon(path) and looks_like_canon(path.parent))
 
 
 def looks_like_canon(path: Path) -> bool:

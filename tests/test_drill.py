@@ -83,6 +83,19 @@ def test_a_missing_practice_directory_is_one_line_and_exit_2(repo: Path, capsys:
     assert not (repo / ".mlcanon").exists()
 
 
+@pytest.mark.parametrize("command", ["drill", "check", "reset"])
+def test_a_practice_path_one_level_too_deep_suggests_the_parent(repo: Path, capsys: pytest.CaptureFixture[str],
+                                                                command: str) -> None:
+    (repo / "practice" / "posttrain").mkdir(parents=True)
+    shutil.copy(GOOD_DPO, repo / "practice" / "posttrain" / "dpo.py")
+    assert cli.main([command, "55", "--impl=practice/posttrain"]) == 2
+    assert capsys.readouterr().err == (
+        f"mlcanon {command}: practice path 'practice/posttrain' is one level too deep: it is the area folder "
+        "posttrain/, and the learner directory is the folder holding <area>/<module>.py; did you mean "
+        "--practice=practice?\n")
+    assert not (repo / "practice" / "posttrain" / "posttrain").exists()
+
+
 def test_a_check_before_any_drill_is_refused(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (repo / "practice" / "posttrain").mkdir(parents=True)
     shutil.copy(GOOD_DPO, repo / "practice" / "posttrain" / "dpo.py")

@@ -73,6 +73,17 @@ def test_nonexistent_impl_is_one_clear_line(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["ERROR: --impl path 'nowhere' does not exist*"])
 
 
+def test_impl_one_level_too_deep_suggests_the_parent(pytester: pytest.Pytester, learner, monkeypatch) -> None:
+    learner(copy=["posttrain/dpo"])
+    result = pytester.runpytest("--canon-item=55", "--impl=practice/posttrain")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --impl path 'practice/posttrain' is one level too deep: it is the area "
+                                 "folder posttrain/, *; did you mean --impl=practice?"])
+    monkeypatch.setenv("MLCANON_IMPL", str(pytester.path / "practice" / "posttrain"))
+    result = pytester.runpytest("--canon-item=55")
+    result.stderr.fnmatch_lines([f"*did you mean MLCANON_IMPL={pytester.path / 'practice'}?"])
+
+
 def test_no_learner_directory_found_says_what_to_do(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--canon-item=55")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
