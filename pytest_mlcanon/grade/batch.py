@@ -279,26 +279,35 @@ class _Runner:
 
     def work(self, pending: queue.Queue[Job], assessor: ThreadPoolExecutor, results: list[Future[None]],
              record: Callable[[Job, ItemResult], None]) -> None:
-        """A worker thread: run jobs until none is left; each finished run is assessed on ``assessor``
-        while this thread already runs the next job."""
-        while True:
-            try:
-                job = pending.get_nowait()
-            except queue.Empty:
-                return
-            uid = self.pool.acquire() if self.pool is not None else None
-            try:
-                run = self.run(job, uid)
-            except Exception as exc:  # noqa: BLE001 - one job's failure never stops the batch
-                record(job, not_run(job.item, "harness error", f"{type(exc).__name__}: {exc}", self.config))
-                continue
-            finally:
-                if self.pool is not None and uid is not None:
-                    self.pool.release(uid)
-            try:
-                results.append(assessor.submit(self.assess, job, run, record))
-            except RuntimeError:  # the batch was interrupted and the assessor shut down
-                return
+        """A worker thread: run jobs until none is left. Each finished run is handed to ``assessor``
+        once the next job's child is forked: the assessment (the rubric, pure Python) would otherwise
+        hold the GIL while this thread prepares the next job folder and asks the zygote to fork."""
+        finished: list[tuple[Job, JobRun]] = []
+
+        def hand_over() -> None:
+            while finished:
+                done, run = finished.pop()
+                try:
+                    results.append(assessor.submit(self.assess, done, run, record))
+                except RuntimeError:  # the batch was interrupted and the assessor shut down
+                    return
+
+        try:
+            while True:
+                try:
+                    job = pending.get_nowait()
+                except queue.Empty:
+                    return
+                uid = self.pool.acquire() if self.pool is not None else None
+                try:
+                    finished.append((job, self.run(job, uid, on_forked=hand_over)))
+                except Exception as exc:  # noqa: BLE001 - one job's failure never stops the batch
+                    record(job, not_run(job.item, "harness error", f"{type(exc).__name__}: {exc}", self.config))
+                finally:
+                    if self.pool is not None and uid is not None:
+                        self.pool.release(uid)
+        finally:
+            hand_over()
 
     def assess(self, job: Job, run: JobRun, record: Callable[[Job, ItemResult], None]) -> None:
         try:
@@ -308,7 +317,7 @@ class _Runner:
             cell = not_run(job.item, "harness error", f"assessing: {type(exc).__name__}: {exc}", self.config)
         record(job, cell)
 
-    def run(self, job: Job, uid: int | None) -> JobRun:
+    def run(self, job: Job, uid: int | None, on_forked: Callable[[], None] | None = None) -> JobRun:
         """Run one job in a fresh job folder, removed afterwards."""
         job_dir = self.root / f"job-{job.index:04d}"
         work, scratch, ini = self._prepare(job, job_dir, uid)
@@ -321,7 +330,7 @@ class _Runner:
                              tuple(str(reference_dir() / f) for f in job.item.module_files))
         try:
             return run_job(self.zygote, request, job_dir / "request.pickle", self.limits,
-                           lambda pid: uids.sweep(uid, pid))
+                           lambda pid: uids.sweep(uid, pid), on_forked)
         finally:
             remove_tree(job_dir)
 

@@ -209,12 +209,15 @@ class Zygote:
 
 
 def run_job(zygote: Zygote, request: JobRequest, request_path: Path, limits: Limits,
-            sweep: Callable[[int], int]) -> JobRun:
-    """Fork the job's child and watch it to the end; ``sweep(pid)`` kills what it leaves behind."""
+            sweep: Callable[[int], int], on_forked: Callable[[], None] | None = None) -> JobRun:
+    """Fork the job's child and watch it to the end; ``sweep(pid)`` kills what it leaves behind;
+    ``on_forked()`` runs once the child exists."""
     run = JobRun()
     started = time.monotonic()
     pid, fd = zygote.fork(request, request_path)
     os.set_blocking(fd, False)
+    if on_forked is not None:
+        on_forked()
     reader = FrameReader(fd)
     current, test_started, next_poll, exited_at = "starting", started, started, 0.0
 
