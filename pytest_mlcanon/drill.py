@@ -66,19 +66,28 @@ class Sandbox:
     practice: Path
 
     @classmethod
-    def at(cls, root: Path, practice: str | None, *, must_exist: bool) -> Sandbox:
-        """The sandbox of ``root``; with ``must_exist``, a missing practice directory is a DrillError."""
-        path = (root / (practice or DEFAULT_PRACTICE)).expanduser()
+    def at(cls, root: Path, practice: str | None, *, must_exist: bool, remembered: str | None = None) -> Sandbox:
+        """The sandbox of ``root``: the ``--practice`` directory, else the one the drill state
+        remembers (``remembered``), else ``practice/``. With ``must_exist``, a missing directory is a
+        DrillError."""
+        given = practice or remembered or DEFAULT_PRACTICE
+        path = (root / given).expanduser()
         if path.exists() and not path.is_dir():
-            raise DrillError(f"practice path {practice or DEFAULT_PRACTICE!r} is a file, not a directory")
+            raise DrillError(f"practice path {given!r} is a file, not a directory")
         if path.is_dir() and impl.too_deep(path.resolve()):
-            raise DrillError(impl.too_deep_message("practice path", practice or DEFAULT_PRACTICE, path.resolve(),
-                                                   root.resolve(), "--practice="))
+            raise DrillError(impl.too_deep_message("practice path", given, path.resolve(), root.resolve(),
+                                                   "--practice="))
         if must_exist and not path.is_dir():
+            note = " (where your last drill wrote its stub)" if remembered and not practice else ""
             raise DrillError(
-                f"no practice directory at {relative(root, path)}/: `mlcanon drill ITEM` creates it "
+                f"no practice directory at {relative(root, path)}/{note}: `mlcanon drill ITEM` creates it "
                 "(`mlcanon stubs` fills it), or pass --practice PATH")
         return cls(root, path)
+
+    @property
+    def name(self) -> str:
+        """The practice directory as the drill state remembers it: relative to the repo when inside it."""
+        return relative(self.root, self.practice)
 
     def show(self, path: Path) -> str:
         """``path`` relative to the repo when it is inside it."""

@@ -2,8 +2,9 @@
 
 The file (schema 1)::
 
-    {"version": 1,
+    {"version": 1, "practice": "practice",
      "items": {"posttrain/dpo": {
+         "practice": "practice",
          "clock": {"attempt": 2, "start": "2025-06-03T09:12:40+02:00", "source": "drill", "hints": 1},
          "attempts": [{"attempt": 1, "start": ..., "end": ..., "elapsed_min": 12.4, "allowed_min": 30.0,
                        "target_min": 15, "passed": true, "score": 4, "axes_failed": ["explanation"],
@@ -14,7 +15,9 @@ clock (or, for a plain ``pytest --timed``, when the learner's file was created) 
 first check whose reference tests all pass. Every check of the attempt updates its one record:
 before the pass, its end, elapsed time, and whether it went over time; after the pass, only
 the rubric score, so polishing a docstring does not change the time to green. ``mlcanon reset``
-stops the clock, and the next ``mlcanon drill`` starts attempt ``n + 1``.
+stops the clock, and the next ``mlcanon drill`` starts attempt ``n + 1``. ``practice`` is the learner
+directory the item (and, at the top level, the last item) was drilled in: ``check``, ``reset`` and
+the next ``drill`` use it when no ``--practice``/``--impl`` is given.
 
 Spaced repetition reads the records: a failed attempt is due again the next day, a passing one
 after 2, 4, 7, 14, 30 and then 60 days as the run of consecutive passes grows (an over-time pass
@@ -165,6 +168,24 @@ def _migrate_legacy_timer(current: Session) -> None:
     legacy.replace(legacy.with_name(LEGACY_TIMER_FILE + ".migrated"))
     current.warnings.append(f"moved the clocks of {legacy} into {PROGRESS_FILE} (kept the old file as "
                             f"{LEGACY_TIMER_FILE}.migrated)")
+
+
+# -- the learner directory ------------------------------------------------------------------------------
+
+def remember_practice(current: Session, slug: str, practice: str) -> None:
+    """Note the learner directory ``mlcanon drill`` wrote the item's stub in (relative to the repo when
+    inside it): ``check`` and ``reset`` without ``--practice`` look there, as the next drill does."""
+    current.entry(slug)["practice"] = practice
+    current.data["practice"] = practice
+
+
+def remembered_practice(current: Session, slugs: Sequence[str]) -> str | None:
+    """The learner directory the items were last drilled in (when they agree), else the last drill's."""
+    drilled = {p for s in slugs if isinstance(p := current.peek(s).get("practice"), str) and p}
+    if len(drilled) == 1:
+        return drilled.pop()
+    last = current.data.get("practice")
+    return last if isinstance(last, str) and last else None
 
 
 # -- clocks ---------------------------------------------------------------------------------------------

@@ -250,6 +250,29 @@ def test_reset_restores_the_stub_stops_the_clock_and_keeps_history(
     assert entry["clock"] is None and entry["attempts"][0]["passed"] is True
 
 
+def test_check_and_reset_use_the_directory_the_item_was_drilled_in(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["drill", "55", "--impl=mine"]) == 0
+    target = repo / "mine" / "posttrain" / "dpo.py"
+    shutil.copy(GOOD_DPO, target)
+    (repo / "practice").mkdir()  # a default directory that is not the one in use
+    capsys.readouterr()
+    assert cli.main(["reset", "55"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("reset #55 posttrain/dpo: mine/posttrain/dpo.py is the clean stub again; your attempt is "
+                          "kept in .mlcanon/attempts/")
+    assert stubs.unimplemented(target) and not list((repo / "practice").iterdir())
+    assert read_progress(repo)["items"]["posttrain/dpo"]["practice"] == "mine"
+    assert cli.main(["drill", "55"]) == 0  # the next drill, and a new item, stay in mine/ too
+    assert cli.main(["drill", "18"]) == 0
+    assert "  edit    mine/detection/boxes.py  (new stub)" in capsys.readouterr().out
+    target.unlink()
+    assert cli.main(["check", "55"]) == 2
+    assert capsys.readouterr().err.startswith("mlcanon check: mine/posttrain/dpo.py does not exist")
+    assert cli.main(["reset", "18", "--impl=elsewhere"]) == 2  # an explicit directory still wins
+    assert "no practice directory at elsewhere/" in capsys.readouterr().err
+
+
 def test_reset_all_asks_first(repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli.main(["drill", "55"]) == 0
     assert cli.main(["drill", "18"]) == 0

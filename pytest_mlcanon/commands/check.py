@@ -1,9 +1,11 @@
 """``mlcanon check ITEM [--practice PATH] [--strict] [pytest args...]``: run the item's reference
 tests and the rubric against your practice file, timed: ``pytest --canon-item=ITEM
---impl=practice --timed``. Shows the rubric table and the time against the target, records the
-attempt in .mlcanon/progress.json and, when something went wrong, names the misses in
-.mlcanon/misslog.md. ``--strict`` is ``--timed=strict``: running over time then fails API fluency.
-Extra arguments go to pytest (``-x``, ``-k``, ``-q``). The item must have been drilled first."""
+--impl=practice --timed``, where ``practice`` is the directory the item was drilled in (``mlcanon
+drill --practice PATH`` remembers it) unless ``--practice``/``--impl`` names another. Shows the
+rubric table and the time against the target, records the attempt in .mlcanon/progress.json and,
+when something went wrong, names the misses in .mlcanon/misslog.md. ``--strict`` is
+``--timed=strict``: running over time then fails API fluency. Extra arguments go to pytest (``-x``,
+``-k``, ``-q``). The item must have been drilled first."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description=__doc__)
     parser.add_argument("items", metavar="ITEM", help="a slug, a number, or a selector naming drilled items")
     parser.add_argument("--practice", "--impl", dest="practice", default=None, metavar="PATH",
-                        help="practice directory (default: practice)")
+                        help="practice directory (default: the one the item was drilled in)")
     parser.add_argument("--strict", action="store_true", help="count running over time against API fluency")
     parser.set_defaults(func=run, passthrough=True)
 
@@ -29,8 +31,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     root = Path.cwd()
     try:
         items = drill.select(args.items)
-        sandbox = drill.Sandbox.at(root, args.practice, must_exist=True)
         current = progress.snapshot(root)
+        sandbox = drill.Sandbox.at(root, args.practice, must_exist=True,
+                                   remembered=progress.remembered_practice(current, [i.slug for i in items]))
         for item in items:
             sandbox.require_checkable(item, current)
     except (drill.DrillError, StateError) as exc:

@@ -1,5 +1,8 @@
 """``mlcanon drill ITEM [--practice PATH]``: start an attempt from a blank stub.
 
+``--practice`` (or its alias ``--impl``) is remembered in .mlcanon/progress.json: ``mlcanon check``
+and ``mlcanon reset`` of the item, and the next drill, use it without being told again.
+
 Writes (or refreshes) the item's signature-only stub in the practice directory, starts its clock,
 and prints the file to edit, the reference tests that will run, the from-memory target (twice that
 for a first attempt) and the check command. A file that already held your work is copied to
@@ -14,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("drill", help="write a fresh stub for ITEM and start its clock", description=__doc__)
     parser.add_argument("item", help="a slug (posttrain/dpo) or a number (55)")
     parser.add_argument("--practice", "--impl", dest="practice", default=None, metavar="PATH",
-                        help="practice directory (default: practice)")
+                        help="practice directory (default: the one the item was last drilled in, else the last "
+                        "drill's, else practice); remembered for check and reset")
     parser.set_defaults(func=run)
 
 
@@ -30,7 +34,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     root = Path.cwd()
     try:
         (item,) = drill.select(args.item, single=True)
-        sandbox = drill.Sandbox.at(root, args.practice, must_exist=False)
+        known = progress.snapshot(root)
+        sandbox = drill.Sandbox.at(root, args.practice, must_exist=False,
+                                   remembered=progress.remembered_practice(known, [item.slug]))
         sandbox.require_drillable(item)
         factor = resolve(cli={}, ini={}, pyproject=read_pyproject(root)).first_attempt_factor
         now = progress.now()
@@ -38,8 +44,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         with progress.session(root) as current:
             entry = current.entry(item.slug)
             clock = progress.start_clock(entry, now)
+            progress.remember_practice(current, item.slug, sandbox.name)
             passes = progress.passes_before(entry, clock.attempt)
-            warnings = current.warnings
+            warnings = [*known.warnings, *current.warnings]
     except (drill.DrillError, StateError, SettingsError, stubs.NoReferenceError) as exc:
         return drill.fail("drill", exc)
     except OSError as exc:
