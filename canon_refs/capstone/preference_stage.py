@@ -125,14 +125,21 @@ def mean_dpo_margin(policy: TinyVLM, reference: TinyVLM, pairs: list[PreferenceP
     """
     if not pairs:
         raise ValueError("pairs must be a non-empty list")
+    ref_w, ref_l = _pair_logprobs(reference, pairs)
+    return _margin_against(policy, pairs, ref_w, ref_l)
+
+
+@torch.no_grad()
+def _margin_against(policy: TinyVLM, pairs: list[PreferencePair], ref_chosen: Tensor, ref_rejected: Tensor) -> float:
+    """Mean unscaled margin of ``policy`` over ``pairs`` given the reference's ``(B,)`` log-probs (eval
+    mode, restored)."""
     was_training = policy.training
     policy.eval()
     try:
         pol_w, pol_l = _pair_logprobs(policy, pairs)
-        ref_w, ref_l = _pair_logprobs(reference, pairs)
     finally:
         policy.train(was_training)
-    _, margin = dpo_loss(pol_w, pol_l, ref_w, ref_l)
+    _, margin = dpo_loss(pol_w, pol_l, ref_chosen, ref_rejected)
     return float(margin.mean())
 
 
@@ -141,8 +148,8 @@ def run_dpo(policy: TinyVLM, reference: TinyVLM, pairs: list[PreferencePair], st
     """Train ``policy`` with DPO against the frozen ``reference`` on random batches of ``pairs``.
 
     The reference log-probabilities of every pair are computed once up front (the reference never
-    changes), so a step costs one forward and backward pass of the policy over ``2B`` rows. The
-    margin is measured on the first 256 pairs before and after training.
+    changes), so a step costs one forward and backward pass of the policy over ``2B`` rows, and the
+    margin measured on the first 256 pairs before and after training reuses them.
 
     Returns:
         ``{"losses", "margins": list[float] per step, "margin_before", "margin_after", "loss_first",
@@ -159,12 +166,13 @@ def run_dpo(policy: TinyVLM, reference: TinyVLM, pairs: list[PreferencePair], st
     _check_positive_float("beta", beta)
     rng = np.random.default_rng(seed)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=0.0, fused=True)
-    probe = pairs[:256]
-    margin_before = mean_dpo_margin(policy, reference, probe)
     with torch.no_grad():
         ref_logps = [_pair_logprobs(reference, pairs[i:i + 256]) for i in range(0, len(pairs), 256)]
     ref_chosen = torch.cat([w for w, _ in ref_logps])                    # (N,)
     ref_rejected = torch.cat([r for _, r in ref_logps])                  # (N,)
+    probe = pairs[:256]
+    ref_probe = (ref_chosen[:len(probe)], ref_rejected[:len(probe)])
+    margin_before = _margin_against(policy, probe, *ref_probe)
     losses: list[float] = []
     margins: list[float] = []
     policy.train()
@@ -183,7 +191,7 @@ def run_dpo(policy: TinyVLM, reference: TinyVLM, pairs: list[PreferencePair], st
         "losses": losses,
         "margins": margins,
         "margin_before": margin_before,
-        "margin_after": mean_dpo_margin(policy, reference, probe),
+        "margin_after": _margin_against(policy, probe, *ref_probe),
         "loss_first": float(np.mean(losses[:10])),
         "loss_last": float(np.mean(losses[-10:])),
     }
