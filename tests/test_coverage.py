@@ -1,5 +1,6 @@
 """The learner files' line coverage by the reference tests, in the rubric report: measured by the
-plugin, or read from ``pytest --cov`` when pytest-cov runs, serially or under pytest-xdist."""
+plugin with ``--canon-coverage``, or read from ``pytest --cov`` when pytest-cov runs, serially or
+under pytest-xdist."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def _missing(report: Path) -> tuple[dict, set[int]]:
 
 def test_report_lists_the_lines_the_tests_never_reached(pytester: pytest.Pytester, learner) -> None:
     _, body = _learner_with_dead_code(learner)
-    result = pytester.runpytest("--canon-item=18", "--canon-report=json:r.json", "-q", "-p", "no:cacheprovider")
+    result = pytester.runpytest("--canon-item=18", "--canon-coverage", "--canon-report=json:r.json", "-q",
+                                "-p", "no:cacheprovider")
     assert result.ret == 0
     cov, missing = _missing(pytester.path / "r.json")
     assert cov["measured"] and set(body) <= missing
@@ -56,13 +58,19 @@ def test_report_lists_the_lines_the_tests_never_reached(pytester: pytest.Pyteste
     ])
 
 
-def test_coverage_can_be_turned_off(pytester: pytest.Pytester, learner) -> None:
+def test_coverage_is_off_by_default(pytester: pytest.Pytester, learner) -> None:
     _learner_with_dead_code(learner)
-    result = pytester.runpytest("--canon-item=18", "-o", "mlcanon_coverage=false", "--canon-report=json:r.json",
-                                "-q", "-p", "no:cacheprovider")
+    result = pytester.runpytest("--canon-item=18", "--canon-report=json:r.json", "-q", "-p", "no:cacheprovider")
     assert result.ret == 0
     assert "coverage:" not in result.stdout.str()
     assert json.loads((pytester.path / "r.json").read_text())["items"][0]["coverage"] == {}
+
+
+def test_the_ini_key_turns_it_on(pytester: pytest.Pytester, learner) -> None:
+    _, body = _learner_with_dead_code(learner)
+    result = pytester.runpytest("--canon-item=18", "-o", "mlcanon_coverage=true", "-q", "-p", "no:cacheprovider")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([f"*coverage: practice/detection/boxes.py *never reached: *{body[0]}-{body[1]}*"])
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
