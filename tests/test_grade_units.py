@@ -162,6 +162,8 @@ def test_compare_walks_records_by_field() -> None:
     ("from canon_refs.detection.boxes import box_iou", "INT003"),
     ("import mlbook.detection.boxes", "INT003"),
     ("import sys\nsys._getframe(1).f_locals", "INT004"),
+    ("import gc\nframes = gc.get_referrers(print)", "INT004"),
+    ("from gc import get_objects", "INT004"),
     ("PATH = 'canon_tests/test_detection_boxes.py'", "INT004"),
     ("import torchvision.ops\nbox_iou = torchvision.ops.box_iou", "INT005"),
     ("data = open('x').read()", "INT006"),
@@ -176,6 +178,13 @@ def test_scan_rules(tmp_path: Path, snippet: str, code: str) -> None:
     path.write_text(snippet + "\n", encoding="utf-8")
     codes = {f.code for f in scan.scan(BOXES, tmp_path, tmp_path)}
     assert code in codes, codes
+
+
+def test_scan_leaves_ordinary_gc_use_alone(tmp_path: Path) -> None:
+    path = tmp_path / "detection" / "boxes.py"
+    path.parent.mkdir()
+    path.write_text("import gc\ngc.disable()\ngc.collect()\ngc.enable()\n", encoding="utf-8")
+    assert scan.scan(BOXES, tmp_path, tmp_path) == []
 
 
 def test_scan_follows_canon_imports_to_the_learners_other_files(tmp_path: Path) -> None:

@@ -34,6 +34,9 @@ INTROSPECTION_CALLS = frozenset({
     "inspect.getfile", "inspect.getmodule", "traceback.extract_stack", "traceback.walk_stack",
     "traceback.format_stack", "traceback.print_stack",
 })
+# The garbage collector's object graph reaches the test's frames; pausing or running it (gc.disable,
+# gc.collect, gc.freeze) is ordinary performance work and is not flagged.
+GC_GRAPH = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
 FRAME_ATTRS = frozenset({"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "tb_frame", "gi_frame", "cr_frame",
                          "ag_frame"})
 FILE_CALLS = frozenset({
@@ -56,7 +59,7 @@ MODULE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("INT001", ("signal",)),
     ("INT002", ("pytest", "_pytest", "pluggy", "unittest.mock", "mock", "pytest_mlcanon", "builtins", "__builtin__",
                 "sitecustomize", "usercustomize", "atexit")),
-    ("INT004", ("canon_tests", "conftest", "gc")),
+    ("INT004", ("canon_tests", "conftest", *GC_GRAPH)),
     ("INT006", ("shutil", "tempfile", "glob", "pathlib", "fileinput", "zipfile", "tarfile", "sqlite3", "dbm",
                 "shelve")),
     ("INT007", ("subprocess", "multiprocessing", "concurrent.futures", "threading", "_thread", "pty")),
@@ -245,6 +248,8 @@ class _Scanner:
             full = resolve(node, self.source.aliases)
             if full == "sys.modules":
                 self.add("INT002", node, "uses `sys.modules`")
+            elif full in GC_GRAPH:
+                self.add("INT004", node, f"uses `{full}`")
             elif full and self._is_own_reference(full):
                 self.add("INT003", node, f"uses `{full}`")
 
