@@ -106,7 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run = CanonRun(config, items, chosen, resolved, reports=reports, timed=config.getoption("canon_timed"))
     finder = redirect.active_finder()
     if finder is not None:
-        finder.instrument = resolved.runtime_shapes
+        finder.instrument = frozenset(m for item in items for m in item.modules) if resolved.runtime_shapes else frozenset()
     run.prepare()
     config.args[:] = run.test_paths()
     config.pluginmanager.register(run, RUN_PLUGIN_NAME)

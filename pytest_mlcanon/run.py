@@ -207,7 +207,7 @@ class CanonRun:
                         if path in mine]
             results += [[path, line, shape_runtime.TRANSPOSED, str(ndim)]
                         for (path, line), ndim in sorted(shape_instrument.TRANSPOSED.items()) if path in mine]
-            nonfinite = [list(first) for first in shape_instrument.FIRST_NONFINITE]  # any learner file
+            nonfinite = [list(first) for first in shape_instrument.FIRST_NONFINITE]  # the items' own files (the only ones instrumented)
             shape_instrument.reset()
             item.user_properties.append((SHAPES_PROPERTY, results))
             if nonfinite:
