@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from canon_refs.transformer import attention, kv_cache, masks, multihead
-from pytest_mlcanon.testing import TOL, copy_linear, low_precision_dtype, randn
+from pytest_mlcanon.testing import TOL, bitwise_equal, copy_linear, low_precision_dtype, randn
 
 B, T, D, H = 2, 5, 16, 4
 
@@ -565,7 +565,7 @@ class TestKVCache:
         with pytest.raises(ValueError, match="max_len|k_new|overflow"):
             cache.update(randn(1, 1, 2, 2, seed=5), randn(1, 1, 2, 2, seed=6))
         assert cache.length == 3
-        assert torch.equal(cache.k, k_before) and torch.equal(cache.v, v_before)
+        assert bitwise_equal(cache.k, k_before) and bitwise_equal(cache.v, v_before)
 
     @pytest.mark.parametrize(
         ("k_shape", "v_shape", "dtype", "match"),
@@ -584,7 +584,7 @@ class TestKVCache:
         k_before = cache.k.clone()
         with pytest.raises(ValueError, match=match):
             cache.update(randn(*k_shape, seed=3, dtype=dtype), randn(*v_shape, seed=4, dtype=dtype))
-        assert cache.length == 2 and torch.equal(cache.k, k_before)
+        assert cache.length == 2 and bitwise_equal(cache.k, k_before)
 
     @pytest.mark.parametrize("name", ["batch_size", "n_kv_heads", "head_dim", "max_len"])
     def test_constructor_rejects_non_positive_sizes(self, name):
@@ -600,7 +600,7 @@ class TestKVCache:
         k_before = cache.k.clone()
         with pytest.raises(ValueError, match="mask"):
             m(randn(B, 1, D, seed=2), mask=torch.ones(1, 3, dtype=torch.bool), kv_cache=cache)  # T_k is 4
-        assert cache.length == 3 and torch.equal(cache.k, k_before)
+        assert cache.length == 3 and bitwise_equal(cache.k, k_before)
 
     @pytest.mark.parametrize("pos", ["learned", "rope"])
     def test_gpt_greedy_generation_with_cache_equals_without(self, pos):

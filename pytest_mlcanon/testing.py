@@ -108,6 +108,16 @@ def randn(*shape: int, seed: int = 0, dtype: Any = None, requires_grad: bool = F
     return out.requires_grad_(requires_grad)
 
 
+def bitwise_equal(after: torch.Tensor, before: torch.Tensor) -> bool:
+    """Same shape, dtype and bytes. Unlike ``torch.equal`` this holds for a buffer that was never
+    written (``torch.empty``), whose garbage may contain NaN, and NaN never equals itself."""
+    import torch
+
+    if after.shape != before.shape or after.dtype != before.dtype:
+        return False
+    return torch.equal(after.contiguous().view(torch.uint8), before.contiguous().view(torch.uint8))
+
+
 def random_xyxy(n: int, seed: int, dtype: Any = None, *, min_side: float = 1.0,
                 max_side: float = 41.0) -> torch.Tensor:
     """``n`` valid xyxy boxes (float64 unless ``dtype``): corners in [0, 100), sides in [min_side, max_side)."""
