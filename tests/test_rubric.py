@@ -236,6 +236,33 @@ def test_instrumented_comments_are_confirmed_contradicted_or_never_executed(tmp_
     assert verdicts[8].detail.endswith("bound: B=2, T=5, H=2, d_h=4")
 
 
+def test_each_function_is_checked_for_its_first_calls_of_a_test_only(tmp_path: Path) -> None:
+    path = tmp_path / "budget.py"
+    path.write_text('''"""Doc."""
+import numpy as np
+
+def step(x):
+    """Doc."""
+    y = x * 1                                        # (N,)
+    return y[:2]                                     # (N,)
+''')
+    budget = shape_instrument.CHECKED_CALLS_PER_TEST
+
+    def late(ns) -> None:  # type: ignore[no-untyped-def]
+        for _ in range(budget):
+            ns["step"](np.zeros(2))
+        assert ns["step"](np.zeros(5)).shape == (2,)  # wrong comment, past the budget: runs unchecked
+
+    def early(ns) -> None:  # type: ignore[no-untyped-def]
+        for _ in range(budget):
+            ns["step"](np.zeros(2))
+        shape_instrument.reset()  # the next test starts with a fresh budget
+        ns["step"](np.zeros(5))
+
+    assert _run_instrumented(path, late)[7].status == "confirmed"
+    assert _run_instrumented(path, early)[7].status == "contradicted"
+
+
 def test_instrumentation_keeps_line_numbers_and_semantics(tmp_path: Path) -> None:
     path = tmp_path / "lines.py"
     path.write_text('''"""Doc."""
