@@ -494,15 +494,16 @@ def test_sequence_logprob_on_gpt_backpropagates():
 
 
 def test_run_dpo_on_gpt_raises_margin_and_keeps_reference_frozen():
-    # lr 1e-2, 20 steps: the last-5 mean margin exceeded the first-5 one by 0.89 to 1.18 on seeds 0-4
+    # lr 1e-2, 12 steps: the last-5 mean margin exceeded the first-5 one by 0.33 to 0.40 on seeds 0-4
+    # (final loss 0.46 to 0.50). 20 steps gave 0.90 to 1.16 but took 40% of the item's whole run.
     policy = _tiny_gpt(seed=0)
     reference = dpo.freeze_reference(policy)
     before = {k: v.clone() for k, v in reference.state_dict().items()}
-    history = dpo.run_dpo(policy, reference, _toy_pairs(seed=0), steps=20, lr=1e-2, beta=0.1, seed=0)
+    history = dpo.run_dpo(policy, reference, _toy_pairs(seed=0), steps=12, lr=1e-2, beta=0.1, seed=0)
     margins = history["margins"]
     assert abs(margins[0]) < 1e-6  # policy == reference at step 0
     assert all(math.isfinite(v) for v in history["losses"])
-    assert sum(margins[-5:]) / 5 > sum(margins[:5]) / 5 + 0.5
+    assert sum(margins[-5:]) / 5 > sum(margins[:5]) / 5 + 0.2
     assert history["losses"][-1] < math.log(2.0)
     for key, value in reference.state_dict().items():
         assert torch.equal(value, before[key]), f"reference parameter {key} moved"
