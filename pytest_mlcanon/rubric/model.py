@@ -30,8 +30,10 @@ class Finding:
         return f"{self.path}:{self.line}" if self.line else self.path
 
     def render(self) -> str:
+        """``path:line: CODE message (fix: hint)``; a finding with no place (a run-time event) starts at CODE."""
         hint = f" (fix: {self.hint})" if self.hint else ""
-        return f"{self.where}: {self.code} {self.message}{hint}"
+        where = f"{self.where}: " if self.where else ""
+        return f"{where}{self.code} {self.message}{hint}"
 
 
 @dataclass(frozen=True)
