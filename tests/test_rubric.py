@@ -353,3 +353,10 @@ def test_runtime_records_full_transposes_of_arguments_and_call_results(tmp_path:
     assert "4-D value" in result.findings[1].message
     assert not rubric.api.evaluate([source], catalog.get("transformer/attention"), Settings(ignore=("API001",)),
                                    (), transposes).findings
+
+
+def test_a_finding_without_a_place_renders_from_its_code() -> None:
+    from pytest_mlcanon.rubric.model import Finding
+
+    assert Finding("INT106", "", 0, "tampered with torch.allclose").render() == "INT106 tampered with torch.allclose"
+    assert Finding("COR001", "dpo.py", 3, "failed", "see the test").render() == "dpo.py:3: COR001 failed (fix: see the test)"
