@@ -108,7 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if finder is not None:
         finder.instrument = frozenset(m for item in items for m in item.modules) if resolved.runtime_shapes else frozenset()
     run.prepare()
-    config.args[:] = run.test_paths()
+    config.args[:] = run.collect_args()
     config.pluginmanager.register(run, RUN_PLUGIN_NAME)
 
 

@@ -76,6 +76,7 @@ class CanonRun:
         self.report: Report | None = None
         self.messages: list[str] = []
         self.measurement: learner_coverage.Measurement | None = None
+        self.selected_files: set[str] = set()
         self.executed: dict[str, set[int]] = {}
 
     @property
@@ -149,6 +150,20 @@ class CanonRun:
             if state.status == "error"
             for name in state.item.test_files
         }
+
+    def collect_args(self) -> list[str]:
+        """What pytest is asked to collect: the tests folder itself, so node ids keep the file name
+        (``test_posttrain_dpo.py::test_x``; pytest names a test relative to the argument it came from,
+        and a file argument outside the rootdir left ``::test_x``). ``pytest_ignore_collect`` keeps
+        every other file of the folder out."""
+        self.selected_files = {Path(p).name for p in self.test_paths()}
+        return [str(tests_dir())] if self.selected_files else []
+
+    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
+        """True (skip it) for a test file of the folder that no selected item owns; None: no opinion."""
+        if collection_path.parent != tests_dir() or not collection_path.name.startswith("test_"):
+            return None
+        return True if collection_path.name not in self.selected_files else None
 
     # -- collection ---------------------------------------------------------------------------------
     def owner(self, node: pytest.Item) -> catalog.Item | None:

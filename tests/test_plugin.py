@@ -367,3 +367,13 @@ def test_last_failed_with_only_probes_says_what_ran(pytester: pytest.Pytester, l
         "Correctness (fix: run the item's other reference tests too: drop --lf*",
     ])
     result.stdout.no_fnmatch_line(": COR003*")
+
+
+def test_node_ids_name_the_test_file_when_the_learner_is_outside_the_repo(pytester: pytest.Pytester,
+                                                                          learner) -> None:
+    learner(copy=["detection/boxes"])  # pytester's folder is outside this repository, as a learner's is
+    result = pytester.runpytest("--canon-item=18", "-v", "-p", "no:cacheprovider",
+                                "--deselect=test_detection_boxes.py::test_box_area_values")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["test_detection_boxes.py::test_* PASSED*", "*1 deselected*"])
+    assert " ::test_" not in result.stdout.str() and "test_box_area_values PASSED" not in result.stdout.str()
