@@ -129,3 +129,17 @@ def test_sigterm_ends_the_batch_and_leaves_no_lock_file_process_or_folder(tmp_pa
     assert left == []
     for path in held:
         assert uids.processes_of(int(path.stem.rsplit("-", 1)[1])) == []
+
+
+def test_a_full_transpose_seen_at_run_time_reaches_the_gradebook(tmp_path: Path) -> None:
+    """``k.T`` on a 4-D key parameter: only the child's run-time check can see it (static rules
+    cannot know a parameter's rank); the parent takes it from the child's report."""
+    student = tmp_path / "submissions" / "kim"
+    shutil.copytree(REPO / "tests" / "rubric_cases" / "attention_param_k_T" / "transformer", student / "transformer")
+    code = main(["grade", str(tmp_path / "submissions"), "--item", "transformer/attention",
+                 "--out", str(tmp_path / "out")])
+    assert code == 0
+    [row] = json.loads((tmp_path / "out" / "gradebook.json").read_text())["students"]
+    [item] = row["items"]
+    assert item["axes"]["api"] is False
+    assert any(f["code"] == "API001" and "4-D value when the tests ran" in f["message"] for f in item["findings"])

@@ -16,6 +16,7 @@ The child's frames are claims. The parent:
 
 from __future__ import annotations
 
+import re
 import signal
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,6 +37,8 @@ from pytest_mlcanon.settings import Settings
 FRAME_KINDS = frozenset({"hello", "start", "phase", "collected", "outcome", "recheck", "violation", "report", "done",
                          "harness-error", "oversize", "limit"})
 OUTCOMES = frozenset({"passed", "failed", "error", "skipped"})
+# The message of a run-time API001 in the child's report (``rubric.api.runtime_findings``).
+_RUNTIME_TRANSPOSE = re.compile(r"`\.T` reversed every axis of a (\d+)-D value")
 
 
 @dataclass
@@ -273,7 +276,8 @@ def _score(result: ItemResult, item: catalog.Item, files: tuple[Path, ...], outc
     Returns why the item could not be scored, or ''."""
     runtime, notes = _runtime_shapes(claims, item)
     evidence = rubric.Evidence(item, list(files), [reference_dir() / f for f in item.module_files], outcomes, root,
-                               runtime_shape_findings=runtime, runtime_shape_notes=notes)
+                               runtime_shape_findings=runtime, runtime_shape_notes=notes,
+                               runtime_transposes=_runtime_transposes(claims, item, files))
     try:
         axes = rubric.score_item(evidence, settings)
     except Exception as exc:  # noqa: BLE001 - the grader must survive whatever the files contain
@@ -301,22 +305,45 @@ def _score(result: ItemResult, item: catalog.Item, files: tuple[Path, ...], outc
 
 def _runtime_shapes(claims: Claims, item: catalog.Item) -> tuple[list[Finding], list[str]]:
     """SHP002 findings and the run-time notes of the child's own rubric report for this item."""
+    findings = []
+    for raw in _child_axis(claims, item, "shapes").get("findings", []):
+        try:
+            if raw["code"] == "SHP002":
+                findings.append(Finding("SHP002", str(raw["path"]), int(raw["line"]), str(raw["message"])[:400],
+                                        str(raw.get("hint", ""))))
+        except (KeyError, TypeError, ValueError):
+            continue
+    notes = _child_axis(claims, item, "shapes").get("notes", [])
+    return findings, [str(n)[:300] for n in notes[1:] if isinstance(n, str)]  # [0]: static coverage
+
+
+def _runtime_transposes(claims: Claims, item: catalog.Item, files: tuple[Path, ...]) -> dict[tuple[str, int], int]:
+    """The run-time API001 of the child's report (a ``.T`` that reversed a value of ndim > 2), keyed by
+    the parent's own copy of the file. A claim like SHP002: forging one only costs the student, and
+    hiding one is worth no more than not writing the ``.T``."""
+    own = {f"{module}.py": str(path.resolve()) for module in item.modules for path in files
+           if path.as_posix().endswith(f"/{module}.py")}
+    found: dict[tuple[str, int], int] = {}
+    for raw in _child_axis(claims, item, "api").get("findings", []):
+        if not isinstance(raw, dict):
+            continue
+        match = _RUNTIME_TRANSPOSE.match(str(raw.get("message", "")))
+        path = next((p for rel, p in own.items() if str(raw.get("path", "")).endswith(rel)), None)
+        if match and path is not None and isinstance(raw.get("line"), int):
+            found[(path, raw["line"])] = int(match[1])
+    return found
+
+
+def _child_axis(claims: Claims, item: catalog.Item, axis: str) -> dict[str, Any]:
+    """One axis of the item in the child's rubric report ({} when absent or malformed)."""
     report = claims.report or {}
     for entry in report.get("items", []) if isinstance(report.get("items"), list) else []:
-        if not isinstance(entry, dict) or entry.get("slug") != item.slug:
-            continue
-        shapes = (entry.get("axes") or {}).get("shapes") or {}
-        findings = []
-        for raw in shapes.get("findings", []):
-            try:
-                if raw["code"] == "SHP002":
-                    findings.append(Finding("SHP002", str(raw["path"]), int(raw["line"]), str(raw["message"])[:400],
-                                            str(raw.get("hint", ""))))
-            except (KeyError, TypeError, ValueError):
-                continue
-        notes = [str(n)[:300] for n in shapes.get("notes", [])[1:] if isinstance(n, str)]  # [0]: static coverage
-        return findings, notes
-    return [], []
+        if isinstance(entry, dict) and entry.get("slug") == item.slug:
+            axes = entry.get("axes")
+            found = axes.get(axis) if isinstance(axes, dict) else None
+            if isinstance(found, dict):
+                return {k: v for k, v in found.items() if k in ("findings", "notes") and isinstance(v, list)}
+    return {}
 
 
 def _award(result: ItemResult, config: GradeConfig) -> None:
