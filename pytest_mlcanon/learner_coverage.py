@@ -55,7 +55,8 @@ def render(path: str, cov: Mapping[str, Any]) -> str:
 
 
 class Measurement:
-    """Executed lines of ``files`` while it runs (ours, or a running pytest-cov measurement's)."""
+    """Executed lines of ``files`` for one run: measured while it runs (by our own tracer, or read
+    from a running pytest-cov measurement), plus what xdist workers hand over."""
 
     def __init__(self, files: Iterable[Path], *, borrow: bool = False) -> None:
         """``borrow``: another tool (pytest-cov) measures this process, or will once the session
@@ -85,21 +86,29 @@ class Measurement:
             self._borrowed = current
 
     def stop(self) -> dict[str, list[int]]:
-        """Executed line numbers per measured file (absolute paths); stops our own tracer."""
-        if self._own is not None:
-            self._own.stop()
-            self._harvest(self._own)
-            self._own = None
-        elif self._borrowed is not None:
-            self._harvest(self._borrowed)
+        """Stop measuring (our own tracer; a borrowed one is read, never stopped) and return the
+        executed line numbers per file (absolute paths), an xdist worker's own included."""
+        for cov in (self._own, self._borrowed):
+            if cov is not None:
+                self._harvest(cov)
+        self._own = self._borrowed = None
         return {path: sorted(lines) for path, lines in self._lines.items()}
 
+    def merge(self, lines: dict[str, list[int]]) -> None:
+        """Add the lines an xdist worker executed (its ``stop()``)."""
+        for path, numbers in lines.items():
+            self._lines.setdefault(path, set()).update(numbers)
+
+    @property
+    def lines(self) -> dict[str, set[int]]:
+        return self._lines
+
     def _harvest(self, cov: coverage.Coverage) -> None:
+        if cov is self._own:
+            cov.stop()
         data = cov.get_data()
         wanted = set(self.files)
-        for path in data.measured_files():
-            if path in wanted:
-                self._lines.setdefault(path, set()).update(data.lines(path) or ())
+        self.merge({path: data.lines(path) or [] for path in data.measured_files() if path in wanted})
 
 
 def _quiet(cov: coverage.Coverage) -> coverage.Coverage:

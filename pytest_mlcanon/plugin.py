@@ -106,7 +106,8 @@ def pytest_configure(config: pytest.Config) -> None:
     run = CanonRun(config, items, chosen, resolved, reports=reports, timed=config.getoption("canon_timed"))
     finder = redirect.active_finder()
     if finder is not None:
-        finder.instrument = frozenset(m for item in items for m in item.modules) if resolved.runtime_shapes else frozenset()
+        under_test = frozenset(m for item in items for m in item.modules)
+        finder.instrument = under_test if resolved.runtime_shapes else frozenset()
     run.prepare()
     config.args[:] = run.collect_args()
     config.pluginmanager.register(run, RUN_PLUGIN_NAME)

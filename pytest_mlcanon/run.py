@@ -77,7 +77,6 @@ class CanonRun:
         self.messages: list[str] = []
         self.measurement: learner_coverage.Measurement | None = None
         self.selected_files: set[str] = set()
-        self.executed: dict[str, set[int]] = {}
 
     @property
     def cov_running(self) -> bool:
@@ -222,7 +221,7 @@ class CanonRun:
                         if path in mine]
             results += [[path, line, shape_runtime.TRANSPOSED, str(ndim)]
                         for (path, line), ndim in sorted(shape_instrument.TRANSPOSED.items()) if path in mine]
-            nonfinite = [list(first) for first in shape_instrument.FIRST_NONFINITE]  # the items' own files (the only ones instrumented)
+            nonfinite = [list(first) for first in shape_instrument.FIRST_NONFINITE]  # only these files are instrumented
             shape_instrument.reset()
             item.user_properties.append((SHAPES_PROPERTY, results))
             if nonfinite:
@@ -289,27 +288,21 @@ class CanonRun:
 
 
     # -- coverage of the learner's files (an xdist worker hands its lines to the controller) ---------
-    def stop_coverage(self) -> None:
-        if self.measurement is not None:
-            for path, lines in self.measurement.stop().items():
-                self.executed.setdefault(path, set()).update(lines)
-            self.measurement = None
-
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         workeroutput = getattr(session.config, "workeroutput", None)
-        if workeroutput is not None:
-            self.stop_coverage()
-            workeroutput[learner_coverage.WORKER_KEY] = {p: sorted(lines) for p, lines in self.executed.items()}
+        if workeroutput is not None and self.measurement is not None:
+            workeroutput[learner_coverage.WORKER_KEY] = self.measurement.stop()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        for path, lines in getattr(node, "workeroutput", {}).get(learner_coverage.WORKER_KEY, {}).items():
-            self.executed.setdefault(path, set()).update(lines)
+        if self.measurement is not None:
+            self.measurement.merge(getattr(node, "workeroutput", {}).get(learner_coverage.WORKER_KEY, {}))
 
     # -- after the tests -------------------------------------------------------------------------------
     def finish(self) -> int:
         """Score every item, write the reports, and return how many extra failures the run gets."""
-        self.stop_coverage()
+        if self.measurement is not None:
+            self.measurement.stop()
         timer = (TimedRun(self.config.invocation_params.dir, self.timed, self.settings.first_attempt_factor)
                  if self.timed else None)
         scores = [self._score_safely(state, timer) for state in self.states.values()]
@@ -357,9 +350,9 @@ class CanonRun:
         score.axes = rubric.score_item(evidence, self.settings)
         tests = ", ".join(_show(str(tests_dir() / name)) for name in item.test_files)
         score.axes["correctness"] = correctness.locate(score.axes["correctness"], tests or item.slug)
-        if self.measures_coverage:
+        if self.measurement is not None:
             display = {str(p.resolve()): _show(str(p)) for p in state.files}
-            score.coverage = {c.path: c.to_dict() for c in learner_coverage.summarize(self.executed, display)}
+            score.coverage = {c.path: c.to_dict() for c in learner_coverage.summarize(self.measurement.lines, display)}
         return score
 
     def _runtime_shapes(self, state: ItemState, root: Path) -> tuple[list[Finding], list[str]]:

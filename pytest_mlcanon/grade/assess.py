@@ -16,7 +16,6 @@ The child's frames are claims. The parent:
 
 from __future__ import annotations
 
-import re
 import signal
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,14 +30,13 @@ from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
 from pytest_mlcanon.grade.runner import JobRun
 from pytest_mlcanon.impl import Impl
 from pytest_mlcanon.redirect import reference_dir
+from pytest_mlcanon.rubric import api
 from pytest_mlcanon.rubric.model import AXES, AxisResult, Finding, Outcome, verdict_for
 from pytest_mlcanon.settings import Settings
 
 FRAME_KINDS = frozenset({"hello", "start", "phase", "collected", "outcome", "recheck", "violation", "report", "done",
                          "harness-error", "oversize", "limit"})
 OUTCOMES = frozenset({"passed", "failed", "error", "skipped"})
-# The message of a run-time API001 in the child's report (``rubric.api.runtime_findings``).
-_RUNTIME_TRANSPOSE = re.compile(r"`\.T` reversed every axis of a (\d+)-D value")
 
 
 @dataclass
@@ -305,16 +303,16 @@ def _score(result: ItemResult, item: catalog.Item, files: tuple[Path, ...], outc
 
 def _runtime_shapes(claims: Claims, item: catalog.Item) -> tuple[list[Finding], list[str]]:
     """SHP002 findings and the run-time notes of the child's own rubric report for this item."""
+    shapes = _child_axis(claims, item, "shapes")
     findings = []
-    for raw in _child_axis(claims, item, "shapes").get("findings", []):
+    for raw in shapes.get("findings", []):
         try:
             if raw["code"] == "SHP002":
                 findings.append(Finding("SHP002", str(raw["path"]), int(raw["line"]), str(raw["message"])[:400],
                                         str(raw.get("hint", ""))))
         except (KeyError, TypeError, ValueError):
             continue
-    notes = _child_axis(claims, item, "shapes").get("notes", [])
-    return findings, [str(n)[:300] for n in notes[1:] if isinstance(n, str)]  # [0]: static coverage
+    return findings, [str(n)[:300] for n in shapes.get("notes", [])[1:] if isinstance(n, str)]  # [0]: static coverage
 
 
 def _runtime_transposes(claims: Claims, item: catalog.Item, files: tuple[Path, ...]) -> dict[tuple[str, int], int]:
@@ -327,10 +325,10 @@ def _runtime_transposes(claims: Claims, item: catalog.Item, files: tuple[Path, .
     for raw in _child_axis(claims, item, "api").get("findings", []):
         if not isinstance(raw, dict):
             continue
-        match = _RUNTIME_TRANSPOSE.match(str(raw.get("message", "")))
+        ndim = api.runtime_transpose_ndim(str(raw.get("message", "")))
         path = next((p for rel, p in own.items() if str(raw.get("path", "")).endswith(rel)), None)
-        if match and path is not None and isinstance(raw.get("line"), int):
-            found[(path, raw["line"])] = int(match[1])
+        if ndim is not None and path is not None and isinstance(raw.get("line"), int):
+            found[(path, raw["line"])] = ndim
     return found
 
 

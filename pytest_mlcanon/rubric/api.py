@@ -11,6 +11,7 @@ NumPy RNG.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Mapping
 
 from pytest_mlcanon.catalog import Item
@@ -190,6 +191,17 @@ def _name_from_transpose(fn: ast.AST, name: str, line: int) -> bool:
     return latest is not None and _transposed(latest)
 
 
+RUNTIME_TRANSPOSE = "`.T` reversed every axis of a {ndim}-D value when the tests ran; only the last two were meant to swap"
+_RUNTIME_TRANSPOSE = re.compile(re.escape(RUNTIME_TRANSPOSE).replace(re.escape("{ndim}"), r"(\d+)"))
+
+
+def runtime_transpose_ndim(message: str) -> int | None:
+    """The ndim in a run-time API001 message (``RUNTIME_TRANSPOSE``), or None for any other message:
+    how the grader reads the finding back from a child's report."""
+    match = _RUNTIME_TRANSPOSE.fullmatch(message)
+    return int(match[1]) if match else None
+
+
 def runtime_findings(sources: Iterable[Source], transposes: Mapping[tuple[str, int], int],
                      static: Iterable[Finding] = ()) -> list[Finding]:
     """API001 for every ``.T`` that reversed a value of ndim > 2 while the tests ran.
@@ -204,8 +216,7 @@ def runtime_findings(sources: Iterable[Source], transposes: Mapping[tuple[str, i
         for (path, line), ndim in sorted(transposes.items()):
             if path != resolved or (source.display, line) in flagged:
                 continue
-            out.append(Finding("API001", source.display, line, f"`.T` reversed every axis of a {ndim}-D value "
-                               "when the tests ran; only the last two were meant to swap",
+            out.append(Finding("API001", source.display, line, RUNTIME_TRANSPOSE.format(ndim=ndim),
                                "use .transpose(-2, -1) or .mT (np.swapaxes(x, -1, -2) for arrays)"))
     return out
 
