@@ -3,7 +3,9 @@ and one printed line per figure with its target and a pass/fail mark."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -19,6 +21,7 @@ PYTHON = sys.executable
 # be. From the repository root pytest would also load this project's own ``addopts`` (pytester) and
 # ``tests/conftest.py``, which a learner never pays for.
 NEUTRAL = Path(tempfile.mkdtemp(prefix="mlcanon-bench-"))
+atexit.register(shutil.rmtree, NEUTRAL, ignore_errors=True)
 
 
 def run(argv: Sequence[str], cwd: Path = NEUTRAL, env: dict[str, str] | None = None) -> float:
