@@ -18,6 +18,7 @@ import torch
 
 from canon_refs.capstone import (
     multimodal_model,
+    optimizer,
     preference_stage,
     projector,
     reward_stage,
@@ -437,6 +438,83 @@ def test_sft_errors(examples):
         sft_stage.run_sft(model, examples, steps=1, batch_size=4, lr=1e-3, tool_fraction=1.5, seed=0)
     with pytest.raises(ValueError, match="examples"):
         sft_stage.accuracy(model, [])
+
+
+# --- the optimizer every training stage shares -----------------------------------------------------
+
+
+def _small_net(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+
+
+def test_clipped_adam_first_step_moves_each_weight_by_lr_against_its_gradient():
+    # Adam's first step is m_hat / sqrt(v_hat) = g / |g|: every coordinate moves by lr (minus eps's share)
+    net = _small_net(0)
+    before = [p.detach().clone() for p in net.parameters()]
+    opt = optimizer.ClippedAdam(net.parameters(), lr=0.01, max_grad_norm=1e6)
+    net(torch.randn(16, 5)).pow(2).sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    opt.step()
+    for old, new, g in zip(before, net.parameters(), grads):
+        expected = old - 0.01 * g / (g.abs() + 1e-8)
+        torch.testing.assert_close(new.detach(), expected, rtol=0, atol=1e-7)
+
+
+def test_clipped_adam_equals_clip_grad_norm_then_torch_adamw():
+    # batches alternately far above and far below the clip norm, and a changing learning rate
+    ours, theirs = _small_net(1), _small_net(1)
+    opt = optimizer.ClippedAdam(ours.parameters(), lr=0.01, max_grad_norm=1.0)
+    ref = torch.optim.AdamW(theirs.parameters(), lr=0.01, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(0)
+    for step in range(10):
+        x = torch.randn(16, 5, generator=gen)
+        scale = 50.0 if step % 2 == 0 else 1e-3
+        lr = 0.01 * (1.0 - step / 20)
+        opt.lr = lr
+        for group in ref.param_groups:
+            group["lr"] = lr
+        opt.zero_grad()
+        (scale * ours(x).pow(2).sum()).backward()
+        norm = opt.step()
+        ref.zero_grad()
+        (scale * theirs(x).pow(2).sum()).backward()
+        ref_norm = torch.nn.utils.clip_grad_norm_(theirs.parameters(), 1.0)
+        ref.step()
+        assert norm == pytest.approx(float(ref_norm), rel=1e-5)
+        for a, b in zip(ours.parameters(), theirs.parameters()):
+            torch.testing.assert_close(a.detach(), b.detach(), rtol=0, atol=1e-6)
+    assert opt.steps_taken == 10
+
+
+def test_clipped_adam_leaves_a_parameter_without_gradient_and_zero_grad_clears():
+    net = _small_net(2)
+    unused = torch.nn.Parameter(torch.ones(4))
+    frozen = torch.nn.Parameter(torch.ones(2), requires_grad=False)
+    opt = optimizer.ClippedAdam([*net.parameters(), unused, frozen], lr=0.1)
+    for _ in range(3):
+        opt.zero_grad()
+        net(torch.randn(4, 5)).sum().backward()
+        opt.step()
+    assert torch.equal(unused.detach(), torch.ones(4)) and unused.grad is None
+    assert opt.exp_avg.shape == (sum(p.numel() for p in net.parameters()) + 4,)  # the frozen one is left out
+    opt.zero_grad()
+    assert all(p.grad is None for p in net.parameters())
+
+
+@pytest.mark.edge_case
+def test_clipped_adam_errors():
+    net = _small_net(0)
+    with pytest.raises(ValueError, match="no trainable parameter"):
+        optimizer.ClippedAdam([], lr=0.1)
+    for kwargs, name in (({"lr": 0.0}, "lr"), ({"lr": float("nan")}, "lr"), ({"lr": 0.1, "max_grad_norm": -1.0}, "max_grad_norm"),
+                         ({"lr": 0.1, "eps": 0.0}, "eps"), ({"lr": 0.1, "betas": (0.9, 1.0)}, "betas")):
+        with pytest.raises(ValueError, match=name):
+            optimizer.ClippedAdam(net.parameters(), **kwargs)
+    opt = optimizer.ClippedAdam(net.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="lr"):
+        opt.lr = -1.0
+    assert opt.lr == 0.1
 
 
 # --- verifier, preference pairs, reward model -------------------------------------------------------

@@ -51,6 +51,7 @@ from torch import Tensor
 
 from canon_refs.capstone import synthetic_task as task
 from canon_refs.capstone.multimodal_model import TinyVLM
+from canon_refs.capstone.optimizer import ClippedAdam
 from canon_refs.capstone.reward_stage import PreferencePair, verifier_rewards
 from canon_refs.capstone.sft_stage import SFTBatch, encode_batch, next_token_logits
 
@@ -165,7 +166,7 @@ def run_dpo(policy: TinyVLM, reference: TinyVLM, pairs: list[PreferencePair], st
     _check_positive_float("lr", lr)
     _check_positive_float("beta", beta)
     rng = np.random.default_rng(seed)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=0.0, fused=True)
+    optimizer = ClippedAdam(policy.parameters(), lr=lr, max_grad_norm=1.0)
     with torch.no_grad():
         ref_logps = [_pair_logprobs(reference, pairs[i:i + 256]) for i in range(0, len(pairs), 256)]
     ref_chosen = torch.cat([w for w, _ in ref_logps])                    # (N,)
@@ -181,9 +182,8 @@ def run_dpo(policy: TinyVLM, reference: TinyVLM, pairs: list[PreferencePair], st
         pol_w, pol_l = _pair_logprobs(policy, [pairs[int(i)] for i in idx])
         rows = torch.from_numpy(idx)                                     # (B,)
         loss, margin = dpo_loss(pol_w, pol_l, ref_chosen[rows], ref_rejected[rows], beta)
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
         optimizer.step()
         losses.append(float(loss.detach()))
         margins.append(float(margin.detach().mean()))
@@ -309,8 +309,8 @@ def run_grpo(policy: TinyVLM, reference: TinyVLM, examples: list[task.Example], 
     Each step draws ``oversample * prompts_per_step`` prompts (``prompts_per_step`` without the
     filter), samples a group of ``G`` answers per prompt at ``temperature``, keeps up to
     ``prompts_per_step`` informative groups (any groups, in order, when ``filter_degenerate`` is
-    False), and takes ``inner_epochs`` clipped AdamW steps on them. A step with no kept group makes
-    no update.
+    False), and takes ``inner_epochs`` :class:`ClippedAdam` steps on them. A step with no kept group
+    makes no update.
 
     Returns:
         ``{"losses": list[float] per update, "mean_rewards": list[float] per step (pass rate before
@@ -332,7 +332,7 @@ def run_grpo(policy: TinyVLM, reference: TinyVLM, examples: list[task.Example], 
         raise ValueError(f"kl_coef must be finite and >= 0, got {kl_coef!r}")
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=0.0, fused=True)
+    optimizer = ClippedAdam(policy.parameters(), lr=lr, max_grad_norm=1.0)
     draw = prompts_per_step * oversample if filter_degenerate else prompts_per_step
     losses: list[float] = []
     mean_rewards: list[float] = []
@@ -363,9 +363,8 @@ def run_grpo(policy: TinyVLM, reference: TinyVLM, examples: list[task.Example], 
             if logp_old is None:
                 logp_old = logp.detach()                                 # (P_keep*G,)
             loss = grpo_loss(logp, logp_old, advantages, logp_ref, clip_eps, kl_coef)
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
             optimizer.step()
             losses.append(float(loss.detach()))
     return {

@@ -44,6 +44,7 @@ from torch import Tensor, nn
 
 from canon_refs.capstone import synthetic_task as task
 from canon_refs.capstone.multimodal_model import TinyVLM
+from canon_refs.capstone.optimizer import ClippedAdam
 from canon_refs.capstone.sft_stage import SFTBatch, encode_batch, next_token_logits
 from canon_refs.capstone.tiny_lm import sample_next_token
 
@@ -175,7 +176,7 @@ def bradley_terry_loss(chosen_rewards: Tensor, rejected_rewards: Tensor) -> Tens
 
 def train_reward_model(rm: TinyRewardModel, pairs: list[PreferencePair], steps: int, batch_size: int,
                        lr: float, seed: int) -> dict[str, object]:
-    """Fit ``rm`` to ``pairs`` with the Bradley-Terry loss (AdamW, gradients clipped to norm 1).
+    """Fit ``rm`` to ``pairs`` with the Bradley-Terry loss (:class:`ClippedAdam`, gradients clipped to norm 1).
 
     Returns:
         ``{"losses": list[float], "loss_first", "loss_last": means of the first/last 10 steps}``.
@@ -191,16 +192,15 @@ def train_reward_model(rm: TinyRewardModel, pairs: list[PreferencePair], steps: 
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be finite and > 0, got {lr!r}")
     rng = np.random.default_rng(seed)
-    optimizer = torch.optim.AdamW(rm.parameters(), lr=lr, weight_decay=0.0, fused=True)
+    optimizer = ClippedAdam(rm.parameters(), lr=lr, max_grad_norm=1.0)
     losses: list[float] = []
     rm.train()
     for _ in range(steps):
         idx = rng.integers(0, len(pairs), size=batch_size)               # (B,)
         rewards = rm(_pair_batch([pairs[int(i)] for i in idx]))          # (2*B,)
         loss = bradley_terry_loss(rewards[:batch_size], rewards[batch_size:])
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(rm.parameters(), 1.0)
         optimizer.step()
         losses.append(float(loss.detach()))
     return {"losses": losses, "loss_first": float(np.mean(losses[:10])), "loss_last": float(np.mean(losses[-10:]))}

@@ -36,6 +36,7 @@ from torch import Tensor
 
 from canon_refs.capstone import synthetic_task as task
 from canon_refs.capstone.multimodal_model import TinyVLM
+from canon_refs.capstone.optimizer import ClippedAdam
 
 
 @dataclass
@@ -169,7 +170,7 @@ def warmup_cosine(step: int, steps: int, warmup: int = 20, floor: float = 0.1) -
 
 def run_sft(model: TinyVLM, examples: list[task.Example], steps: int, batch_size: int, lr: float,
             tool_fraction: float, seed: int) -> dict[str, object]:
-    """Train ``model`` in place with AdamW on random batches of ``examples``.
+    """Train ``model`` in place with :class:`ClippedAdam` on random batches of ``examples``.
 
     Each row of a batch is a count question with probability ``tool_fraction`` carrying the tool's
     observation in its prompt (rows outside the tool's domain never do). Gradients are clipped to
@@ -191,14 +192,13 @@ def run_sft(model: TinyVLM, examples: list[task.Example], steps: int, batch_size
     if not 0.0 <= tool_fraction <= 1.0:
         raise ValueError(f"tool_fraction must lie in [0, 1], got {tool_fraction!r}")
     rng = np.random.default_rng(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, fused=True)
+    optimizer = ClippedAdam(model.parameters(), lr=lr, max_grad_norm=1.0)
     losses: list[float] = []
     supervised = 0
     tool_rows = 0
     model.train()
     for step in range(steps):
-        for group in optimizer.param_groups:
-            group["lr"] = lr * warmup_cosine(step, steps)
+        optimizer.lr = lr * warmup_cosine(step, steps)
         idx = rng.integers(0, len(examples), size=batch_size)            # (batch_size,)
         with_tool = rng.random(batch_size) < tool_fraction               # (batch_size,)
         chunk = [examples[int(i)] for i in idx]
@@ -209,9 +209,8 @@ def run_sft(model: TinyVLM, examples: list[task.Example], steps: int, batch_size
         tool_rows += sum(o is not None for o in observations)
         batch = encode_batch(chunk, observations=observations)
         loss = supervised_loss(model, batch)
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(float(loss.detach()))
         supervised += int(batch.loss_mask.sum())
