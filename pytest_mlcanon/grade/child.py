@@ -22,9 +22,10 @@ from pytest_mlcanon.grade.channel import ChannelWriter
 EXIT_OK = 0
 EXIT_HARNESS = 70
 #: pytest plugins a job does not need; ``unraisableexception`` alone costs five full ``gc.collect()``
-#: passes over torch's heap at exit.
+#: passes over torch's heap at exit, and ``logging`` (log capture, which no grade reads) 0.03 s of a
+#: DPO job's 0.5 s.
 UNUSED_PLUGINS = ("cacheprovider", "unraisableexception", "threadexception", "doctest", "junitxml", "pastebin",
-                  "stepwise")
+                  "stepwise", "logging")
 
 
 @dataclass(frozen=True)
