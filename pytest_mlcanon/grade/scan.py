@@ -21,7 +21,7 @@ from pytest_mlcanon.grade.integrity import finding
 from pytest_mlcanon.redirect import ALIAS_PACKAGE, REF_PACKAGE, reference_dir
 from pytest_mlcanon.rubric import api
 from pytest_mlcanon.rubric.model import Finding
-from pytest_mlcanon.rubric.source import Source, SourceError, load, resolve
+from pytest_mlcanon.rubric.source import Source, SourceError, load, resolve, walk
 
 EXIT_CALLS = frozenset({"sys.exit", "os._exit", "os.abort", "os.kill", "os.killpg", "_thread.interrupt_main",
                         "exit", "quit"})
@@ -156,7 +156,7 @@ class _Scanner:
 
     def run(self) -> list[Finding]:
         docstrings = set(_docstring_nodes(self.source.tree))
-        for node in ast.walk(self.source.tree):
+        for node in walk(self.source.tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.imports(node)
             elif isinstance(node, ast.Call):

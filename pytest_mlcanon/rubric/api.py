@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pytest_mlcanon.catalog import Item
 from pytest_mlcanon.rubric import shape_grammar
 from pytest_mlcanon.rubric.model import AxisResult, Finding
-from pytest_mlcanon.rubric.source import Source, call_name, functions, resolve
+from pytest_mlcanon.rubric.source import Source, call_name, functions, resolve, walk
 from pytest_mlcanon.settings import Settings
 
 DEPRECATED = {
@@ -40,7 +40,7 @@ _SIZE_CALLS = frozenset({"len", "size", "numel"})
 def _ranks_by_name(fn: ast.AST, source: Source) -> dict[str, list[tuple[int, int | None]]]:
     """For each plain name assigned in ``fn``: (line, rank from its shape comment) in line order."""
     table: dict[str, list[tuple[int, int | None]]] = {}
-    for node in ast.walk(fn):
+    for node in walk(fn):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             table.setdefault(node.targets[0].id, []).append((node.lineno, _comment_rank(source, node.lineno)))
     for entries in table.values():
@@ -82,7 +82,7 @@ def _size_expr(node: ast.AST) -> bool:
 def _size_names(fn: ast.AST) -> set[str]:
     """Names bound to tensor sizes in ``fn``: ``n = len(x)``, ``B, T = x.shape``, ``H = x.size(1)``."""
     names: set[str] = set()
-    for node in ast.walk(fn):
+    for node in walk(fn):
         if isinstance(node, ast.Assign) and _size_expr(node.value):
             for target in node.targets:
                 names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
@@ -114,7 +114,7 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
     for fn in functions(source.tree):
         ranks = _ranks_by_name(fn, source)
         sizes = _size_names(fn)
-        for node in ast.walk(fn):
+        for node in walk(fn):
             if isinstance(node, ast.Attribute) and node.attr == "T" and isinstance(node.value, ast.Name):
                 rank = _rank_before(ranks, node.value.id, node.lineno)
                 if rank is not None and rank >= 3:
@@ -144,7 +144,7 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
                                        "where the item expects vectorised code",
                                        "broadcast instead: a[:, None, :] - b[None, :, :], or one matmul"))
     seen_forbidden: set[tuple[int, str]] = set()
-    for node in ast.walk(source.tree):
+    for node in walk(source.tree):
         line = getattr(node, "lineno", 0)
         for full in _full_names(node, source):
             out.extend(_name_findings(node, full, where))
@@ -184,7 +184,7 @@ def _full_names(node: ast.AST, source: Source) -> list[str]:
 def _name_from_transpose(fn: ast.AST, name: str, line: int) -> bool:
     latest: ast.expr | None = None
     latest_line = -1
-    for node in ast.walk(fn):
+    for node in walk(fn):
         if isinstance(node, ast.Assign) and node.lineno < line and node.lineno > latest_line:
             if any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
                 latest, latest_line = node.value, node.lineno

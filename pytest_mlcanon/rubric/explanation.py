@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 
 from pytest_mlcanon.rubric.model import AxisResult, Finding
-from pytest_mlcanon.rubric.source import Source
+from pytest_mlcanon.rubric.source import Source, walk
 from pytest_mlcanon.settings import Settings
 
 # A parenthesised list of dims with a comma, not directly after a name: `(B, T, d)`, `(N,)`, not
@@ -42,7 +42,7 @@ def _public_defs(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDe
 
 
 def _all_docstrings(tree: ast.Module) -> list[str]:
-    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
+    nodes = [tree, *(n for n in walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
     return [doc for n in nodes if (doc := ast.get_docstring(n))]
 
 

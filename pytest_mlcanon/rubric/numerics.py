@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import TypeGuard
 
 from pytest_mlcanon.rubric.model import AxisResult, Finding, Outcome
-from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions
+from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions, walk
 from pytest_mlcanon.settings import Settings
 
 MASK_FILLERS = frozenset({"masked_fill", "masked_fill_", "where", "full", "full_like", "fill_", "new_full", "fill"})
@@ -52,7 +52,7 @@ def _contains(node: ast.AST, predicate: Callable[[ast.AST], bool]) -> bool:
 def _assigned_names(fn: ast.AST) -> dict[str, ast.expr]:
     """Last value assigned to each plain name inside ``fn`` (a cheap data-flow for the rules)."""
     values: dict[str, ast.expr] = {}
-    for node in ast.walk(fn):
+    for node in walk(fn):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -65,7 +65,7 @@ def _unstable_exps(fn: ast.AST) -> list[ast.Call]:
     assigned = _assigned_names(fn)
     exp_names = {name for name, value in assigned.items() if _is_call_to(value, {"exp"})}
     normalised = set()
-    for node in ast.walk(fn):
+    for node in walk(fn):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             denominator = node.right
             if _is_call_to(denominator, {"sum"}):
@@ -81,7 +81,7 @@ def _unstable_exps(fn: ast.AST) -> list[ast.Call]:
                   and _contains(value, lambda n: _is_call_to(n, STABILISERS)
                                 or (isinstance(n, ast.Name) and n.id in maxima))}
     found = []
-    for node in ast.walk(fn):
+    for node in walk(fn):
         if not _is_call_to(node, {"exp"}):
             continue
         argument = node.args[0] if node.args else getattr(node.func, "value", node)
@@ -104,8 +104,8 @@ def static_findings(source: Source) -> list[Finding]:
     assigned_in: dict[int, dict[str, ast.expr]] = {}
     for fn in functions(source.tree):
         assigned = _assigned_names(fn)
-        assigned_in.update((id(node), assigned) for node in ast.walk(fn))
-    for node in ast.walk(source.tree):
+        assigned_in.update((id(node), assigned) for node in walk(fn))
+    for node in walk(source.tree):
         assigned = assigned_in.get(id(node), {})
         if isinstance(node, ast.Call) and call_name(node) in MASK_FILLERS:
             values = [*node.args, *(k.value for k in node.keywords)]

@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_mlcanon.rubric import shape_grammar
 from pytest_mlcanon.rubric.shape_grammar import Shape, ShapeComment
-from pytest_mlcanon.rubric.source import Source, load
+from pytest_mlcanon.rubric.source import Source, load, walk
 
 CONFIRMED, CONTRADICTED = "confirmed", "contradicted"
 
@@ -36,7 +36,7 @@ class Annotated:
 def annotated_statements(source: Source) -> dict[int, Annotated]:
     """Statements (assignments and returns) whose first line carries a parseable shape comment."""
     found: dict[int, Annotated] = {}
-    for node in ast.walk(source.tree):
+    for node in walk(source.tree):
         if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return)):
             continue
         comment = source.comment(node.lineno)

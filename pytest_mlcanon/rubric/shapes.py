@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pytest_mlcanon.rubric import shape_grammar
 from pytest_mlcanon.rubric.model import AxisResult, Finding
-from pytest_mlcanon.rubric.source import Source, call_name, dotted, statements_with_values
+from pytest_mlcanon.rubric.source import Source, call_name, dotted, statements_with_values, walk
 from pytest_mlcanon.settings import Settings
 
 ARRAY_MODULES = frozenset({"torch", "np", "numpy", "F", "nn", "jnp"})
@@ -141,15 +141,15 @@ def _submodule_attrs(tree: ast.Module) -> set[str]:
     nn.Module subclass) inside any ``__init__`` (rule R4)."""
     local_modules = {
         node.name
-        for node in ast.walk(tree)
+        for node in walk(tree)
         if isinstance(node, ast.ClassDef)
         and any((dotted(b) or "").split(".")[-1] in {"Module", "Sequential"} for b in node.bases)
     }
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if not (isinstance(node, ast.FunctionDef) and node.name == "__init__"):
             continue
-        for stmt in ast.walk(node):
+        for stmt in walk(node):
             if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or not isinstance(stmt.value, ast.Call):
                 continue
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]

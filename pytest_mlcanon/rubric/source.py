@@ -125,15 +125,24 @@ def call_name(call: ast.Call) -> str:
     return ""
 
 
+@lru_cache(maxsize=4096)
+def walk(node: ast.AST) -> tuple[ast.AST, ...]:
+    """``ast.walk(node)`` as a tuple, remembered per node (by identity): the rules walk the same module
+    and the same functions many times, and walking was most of the rubric's time. Only for trees from
+    :func:`load`, which nothing mutates (they are shared through the parse cache); a tree being
+    rewritten must use ``ast.walk``."""
+    return tuple(ast.walk(node))
+
+
 def functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     """Every function and method in the tree."""
-    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [n for n in walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
 def statements_with_values(tree: ast.AST) -> list[tuple[ast.stmt, ast.expr]]:
     """Assignments (plain, annotated, augmented) and returns with their value expression."""
     found: list[tuple[ast.stmt, ast.expr]] = []
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.Return)) and node.value is not None:
             found.append((node, node.value))
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
