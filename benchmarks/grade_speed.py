@@ -6,7 +6,10 @@ It grades copies of the good learner's DPO (one small item) and prints:
   time between the first and the last job's completion divided by N - 1, so the batch's fixed
   start-up (the zygote importing torch and the reference run) is not in it. Target: <= 0.5 s.
 * 40 submissions on 2 workers against the bound 1.2 x (40 x marginal / 2): the jobs phase (from
-  the first job's start to the last grade recorded), and the batch total with its one-off start-up.
+  the first job's start to the last grade recorded) is gated; the batch total is printed beside it as
+  INFO, split into its one-off start-up and the jobs phase, because the bound has no start-up term.
+
+Exit status 1 when the marginal cost or the jobs phase misses its target.
 
 Wall times on a shared machine include other processes' load, so the CPU seconds per job (from
 the kernel's accounting of each child) are printed too, beside the floor: the item's own reference
@@ -178,15 +181,16 @@ def main() -> int:
         total = timing.total
         jobs = max(t for t, _ in timing.done) - min(start for start, _ in timing.spans)  # to the last grade
         bound = BOUND_FACTOR * args.batch_n * marginal / 2
-        mark = "PASS" if jobs <= bound else "FAIL"
-        mark_total = "PASS" if total <= bound else "FAIL"
+        mark_jobs = "PASS" if jobs <= bound else "FAIL"
         print(f"{args.batch_n} submissions on 2 workers: jobs phase {jobs:.1f} s; bound {BOUND_FACTOR} x "
-              f"({args.batch_n} x {marginal:.2f} / 2) = {bound:.1f} s: {mark}")
-        print(f"  batch total {total:.1f} s with {total - jobs:.1f} s start-up (zygote, reference run, snapshots and "
-              f"scans, overlapped): {mark_total}")
+              f"({args.batch_n} x {marginal:.2f} / 2) = {bound:.1f} s: {mark_jobs}")
+        over = "within" if total <= bound else f"{total - bound:.1f} s over"
+        print(f"  INFO batch total {total:.1f} s = {total - jobs:.1f} s one-off start-up (the zygote imports torch and "
+              f"the lazy torch modules, runs the references; snapshots and scans overlap it) + the jobs phase: "
+              f"{over} the bound, which has no start-up term")
         print(f"  CPU per job: {statistics.median(c.cpu_s for _, c in timing.done):.2f} s (median), the parent's "
               f"{timing.parent_cpu / args.batch_n:.2f} s; parallel speed-up {args.batch_n * marginal / jobs:.2f}x on 2 workers")
-    return 0
+    return 0 if mark == "PASS" and mark_jobs == "PASS" else 1
 
 
 if __name__ == "__main__":

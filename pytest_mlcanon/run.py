@@ -434,8 +434,9 @@ def _short_message(report: Any) -> str:
 def _failure_location(report: Any, learner_files: tuple[Path, ...], root: Path,
                       rootpath: Path | None = None) -> tuple[str, int] | None:
     """Where a failure happened: the deepest traceback entry in the learner's files, else the
-    failing line of the test (an assertion on a wrong value never enters the learner's code), else
-    (no traceback: ``--tb=no``, a string report) the test function itself."""
+    failing line of the test function's own body (an assertion on a wrong value never enters the
+    learner's code; a shared helper such as ``_close`` would name the same line for every test), else
+    the deepest entry, else (no traceback: ``--tb=no``, a string report) the test function itself."""
     if not getattr(report, "failed", False):
         return None
     entries = getattr(getattr(getattr(report, "longrepr", None), "reprtraceback", None), "reprentries", None) or []
@@ -444,7 +445,10 @@ def _failure_location(report: Any, learner_files: tuple[Path, ...], root: Path,
         return _test_location(report, rootpath or root)
     learner = {str(p.resolve()) for p in learner_files}
     inside = [loc for loc in locations if _resolve_quietly(loc[0], root) in learner]
-    path, line = (inside or locations)[-1]
+    test_file = _test_location(report, rootpath or root)
+    in_test = [loc for loc in locations
+               if test_file is not None and _show(_resolve_quietly(loc[0], root)) == test_file[0]]
+    path, line = inside[-1] if inside else (in_test or locations)[0 if in_test else -1]
     return _show(_resolve_quietly(path, root)), int(line)
 
 

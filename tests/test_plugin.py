@@ -352,6 +352,25 @@ def test_failures_outside_the_rootdir_are_located_at_a_path(pytester: pytest.Pyt
                             for f in findings if f["code"] == "COR001")
 
 
+def test_a_failure_in_a_shared_test_helper_is_located_at_the_tests_own_line(pytester: pytest.Pytester,
+                                                                           learner) -> None:
+    # DPO's closed-form tests compare through a helper ``_close``: the deepest traceback entry is the
+    # helper's body, one line for every failure; the useful line is the test's call naming the value.
+    text = (EXAMPLES / "posttrain" / "dpo.py").read_text()
+    broken = text.replace("chosen = beta * (pc - rc)", "chosen = beta * pc").replace(
+        "rejected = beta * (pr - rr)", "rejected = beta * pr")
+    assert broken.count("beta * p") == 2
+    learner(files={"posttrain/dpo": broken})
+    result = pytester.runpytest("--canon-item=55", "--impl=practice", "-q", "-p", "no:cacheprovider",
+                                "--canon-report=json:r.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    tests = (Path(__file__).resolve().parents[1] / "canon_tests" / "test_posttrain_dpo.py").read_text().splitlines()
+    margin_call = tests.index("    _close(out.margin, margin)") + 1
+    findings = json.loads((pytester.path / "r.json").read_text())["items"][0]["axes"]["correctness"]["findings"]
+    closed_form = [f for f in findings if f["code"] == "COR001" and "test_seed_pairs_closed_form[" in f["message"]]
+    assert closed_form and all(f["line"] == margin_call for f in closed_form), closed_form
+
+
 def test_last_failed_with_only_probes_says_what_ran(pytester: pytest.Pytester, learner) -> None:
     text = (EXAMPLES / "posttrain" / "dpo.py").read_text()
     unstable = text.replace("losses = -F.logsigmoid(margin) ", "losses = -torch.log(torch.sigmoid(margin))")
