@@ -507,8 +507,9 @@ def test_clipped_adam_errors():
     net = _small_net(0)
     with pytest.raises(ValueError, match="no trainable parameter"):
         optimizer.ClippedAdam([], lr=0.1)
-    for kwargs, name in (({"lr": 0.0}, "lr"), ({"lr": float("nan")}, "lr"), ({"lr": 0.1, "max_grad_norm": -1.0}, "max_grad_norm"),
-                         ({"lr": 0.1, "eps": 0.0}, "eps"), ({"lr": 0.1, "betas": (0.9, 1.0)}, "betas")):
+    bad = (({"lr": 0.0}, "lr"), ({"lr": float("nan")}, "lr"), ({"lr": 0.1, "max_grad_norm": -1.0}, "max_grad_norm"),
+           ({"lr": 0.1, "eps": 0.0}, "eps"), ({"lr": 0.1, "betas": (0.9, 1.0)}, "betas"))
+    for kwargs, name in bad:
         with pytest.raises(ValueError, match=name):
             optimizer.ClippedAdam(net.parameters(), **kwargs)
     opt = optimizer.ClippedAdam(net.parameters(), lr=0.1)

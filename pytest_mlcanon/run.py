@@ -445,10 +445,12 @@ def _failure_location(report: Any, learner_files: tuple[Path, ...], root: Path,
         return _test_location(report, rootpath or root)
     learner = {str(p.resolve()) for p in learner_files}
     inside = [loc for loc in locations if _resolve_quietly(loc[0], root) in learner]
-    test_file = _test_location(report, rootpath or root)
-    in_test = [loc for loc in locations
-               if test_file is not None and _show(_resolve_quietly(loc[0], root)) == test_file[0]]
-    path, line = inside[-1] if inside else (in_test or locations)[0 if in_test else -1]
+    if inside:
+        path, line = inside[-1]
+    else:
+        test = _test_location(report, rootpath or root)
+        in_test = [loc for loc in locations if test is not None and _show(_resolve_quietly(loc[0], root)) == test[0]]
+        path, line = in_test[0] if in_test else locations[-1]  # the outermost test-file entry: the test's body
     return _show(_resolve_quietly(path, root)), int(line)
 
 

@@ -22,11 +22,11 @@ number of parameter tensors (76); the moments are two ``(N,)`` float32 vectors i
 
 Trade-off: this class rather than ``torch.optim.AdamW``. Constructing any ``torch.optim`` optimizer
 imports ``torch._dynamo`` (1.0 to 1.1 s here, a tenth of the pipeline's 10 s budget), and its
-per-tensor clip and update cost about 1 ms per step for the VLM's 76 tensors. Holding the moments as
-flat vectors makes a step one concatenation, a handful of vector operations and one in-place add per
-tensor. The default pipeline went from 9.6 to 8.3 to 8.8 s on this machine. A parameter whose gradient is ``None`` counts
-as a zero gradient (``torch.optim`` skips it instead); the two agree while its moments are zero,
-which holds for a parameter that never receives a gradient, such as the reward model's unused LM head.
+per-tensor clip and update cost about 1 ms per step for the VLM's 76 tensors. Flat moments make a
+step one concatenation, a handful of vector operations and one in-place add per tensor; the default
+pipeline went from 9.6 to 8.3-8.8 s here. A parameter whose gradient is ``None`` counts as a zero
+gradient (``torch.optim`` skips it instead); the two agree while its moments are zero, which holds
+for a parameter that never receives a gradient, such as the reward model's unused LM head.
 
 What to test: ten steps equal ``clip_grad_norm_`` + ``torch.optim.AdamW(weight_decay=0)``, with
 batches both above and below the clip norm; the returned norm is the pre-clip norm; a parameter with

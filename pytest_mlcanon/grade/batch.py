@@ -41,7 +41,6 @@ from pytest_mlcanon.impl import Impl
 from pytest_mlcanon.redirect import reference_dir
 from pytest_mlcanon.rubric.model import Finding
 from pytest_mlcanon.run import tests_dir
-from pytest_mlcanon.settings import SPECS
 
 MAX_FILE_BYTES = 1 << 20
 MAX_FILES = 400
@@ -252,9 +251,7 @@ def _ini(config: GradeConfig) -> str:
     from its own rubric and takes only test outcomes and run-time shapes from a child, so a job would
     measure it for nothing (coverage.py's tracer cost ~0.3 s CPU per DPO job)."""
     lines = ["[pytest]"]
-    rubric = dict(config.rubric)
-    if "coverage" in {spec.key for spec in SPECS}:
-        rubric.setdefault("coverage", False)
+    rubric = {"coverage": False, **config.rubric}
     for key, value in rubric.items():
         text = ",".join(map(str, value)) if isinstance(value, list) else str(value).lower() if isinstance(
             value, bool) else str(value)

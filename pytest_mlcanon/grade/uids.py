@@ -4,9 +4,11 @@ Each running job gets a uid of its own from ``UidPool``: not a user in the passw
 no process when taken, and held with an exclusive ``flock`` for the whole batch, so two graders on
 one machine (or two CI jobs in one container) never share one. The lock files
 (``/run/lock/mlcanon-sandbox-uid-<uid>.lock``) are removed when the pool closes; one a killed
-grader left behind holds no lock, and the next pool removes it. A lock counts only while its file is
-still the one at its path, so removing a file never lets two graders hold one uid. Because the uid is the job's alone,
-``sweep`` can kill *every* process it owns: a fork bomb's children, a daemon that called ``setsid``,
+grader left behind holds no lock, and the next pool removes it. A lock counts only while its file
+is still the one at its path, so removing a file never lets two graders hold one uid.
+
+Because the uid is the job's alone, ``sweep`` can kill *every* process it owns: a fork bomb's
+children, a daemon that called ``setsid``,
 anything. It runs ``kill -9 -1`` as that user (the kernel then signals all of the user's processes
 in one step, racing no fork) and checks ``/proc`` until none is left. Without a uid (the grader is
 not root) it kills the job's process group.

@@ -2,10 +2,10 @@
 deprecated APIs, the catalog's forbidden shortcuts, and stalling past the time target.
 
 Codes: ``API001`` full transpose of a 3-D+ tensor (statically from the shape comments of a plain
-name, and at run time from the ndim of every ``.T`` operand the instrumented code saw), ``API002`` ``.view`` right after a transpose,
-``API003`` Python double loop over elements, ``API004`` deprecated API, ``API005`` forbidden
-shortcut for this item, ``API006`` past the time target (``--timed``), ``API007`` legacy global
-NumPy RNG.
+name, and at run time from the ndim of every ``.T`` operand the instrumented code saw), ``API002``
+``.view`` right after a transpose, ``API003`` Python double loop over elements, ``API004``
+deprecated API, ``API005`` forbidden shortcut for this item, ``API006`` past the time target
+(``--timed``), ``API007`` legacy global NumPy RNG.
 """
 
 from __future__ import annotations

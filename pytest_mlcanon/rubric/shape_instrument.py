@@ -18,9 +18,10 @@ Within one test, only the first ``CHECKED_CALLS_PER_TEST`` calls of a function a
 calls (the 500th Lloyd step, the 40th decoding step) run unchecked, whole calls at a time so that
 no call is half bound. They repeat the shapes the first calls saw, and checking every one cost
 ~1.4x on k-means.
+
 Results go to the module-level ``RECORDER`` and ``TRANSPOSED``, which the plugin clears before each
-test and reads after it. Line numbers are preserved, so tracebacks
-and coverage still point at the learner's lines. Nothing is written to ``__pycache__``.
+test and reads after it. Line numbers are preserved, so tracebacks and coverage still point at the
+learner's lines. Nothing is written to ``__pycache__``.
 """
 
 from __future__ import annotations
