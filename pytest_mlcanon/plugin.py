@@ -26,6 +26,8 @@ MARKERS = (
     "canon(slug): ties a reference test to a canon item (slug or number) where a file holds several",
     "numerics_probe: an extreme-input probe; counts toward the rubric's Numerics axis",
     "edge_case: an edge case of the item (empty input, batch of one); counts toward Correctness",
+    "contract: checks argument validation (the documented exception type only); advice unless "
+    "contract = required",
 )
 
 

@@ -25,6 +25,12 @@ if TYPE_CHECKING:
     import torch
 
 
+#: Units in the last place a careful implementation may be off by per unit of condition: a handful of
+#: roundings (a sum, a division, an exp) each cost up to half an ulp, and a reduction over n terms
+#: can cost a few more; 16 leaves room for a different but equally good evaluation order.
+DEFAULT_ULPS = 16.0
+
+
 @dataclass(frozen=True)
 class Tol:
     """An ``(atol, rtol)`` pair, as ``np.testing.assert_allclose`` takes them."""
@@ -37,7 +43,8 @@ class Tol:
 
 
 class TOL:
-    """The default tolerance table of canon-spec C8."""
+    """Fixed tolerances of canon-spec C8. Prefer :func:`assert_close`, which derives the tolerance from
+    the dtype and the magnitude compared; a fixed entry is for a check that states why it is safe."""
 
     EXACT64 = Tol(1e-12, 0.0)  # closed-form value quoted to full precision, float64
     NUMPY_VS_REF = Tol(1e-10, 1e-8)  # NumPy item vs a torch / SciPy reference op, float64
@@ -46,6 +53,122 @@ class TOL:
     LOW_PRECISION = Tol(1e-2, 1e-2)  # fp16/bf16 probe vs float32
     FD_STEP = 1e-6  # central finite-difference step, float64
     FD_MAX_REL_ERR = 1e-6  # max relative error of an analytic gradient
+
+
+def eps(dtype: Any) -> float:
+    """Machine epsilon of a NumPy or torch floating dtype (float64 for anything that is not float)."""
+    name = str(dtype).rsplit(".", 1)[-1]
+    table = {"float16": 2.0**-10, "half": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23,
+             "float": 2.0**-23, "single": 2.0**-23}
+    return table.get(name, 2.0**-52)
+
+
+def tolerance(dtype: Any, magnitude: float, *, cond: float = 1.0, ulps: float = DEFAULT_ULPS) -> Tol:
+    """The tolerance for comparing values computed in ``dtype`` whose size is about ``magnitude``.
+
+    ``atol = ulps * eps(dtype) * cond * magnitude`` and ``rtol = ulps * eps(dtype) * cond``: a few
+    ulps of the values compared, times the operation's condition number ``cond`` where the operation
+    amplifies rounding (a softmax of logits of size L is off by about ``eps * L`` in absolute terms, so
+    pass ``magnitude=L``; a solve of a system of condition k is off by about ``eps * k``). ``magnitude``
+    is floored at the smallest normal number, so a comparison with zeros is never exact.
+    """
+    unit = ulps * eps(dtype) * max(float(cond), 1.0)
+    return Tol(atol=unit * max(abs(float(magnitude)), _TINY), rtol=unit)
+
+
+_TINY = 2.0**-126
+
+
+def _as_float64(value: Any) -> np.ndarray:
+    torch = _torch_if_loaded()
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.detach().cpu().to(torch.float64).numpy()
+    return np.asarray(value, dtype=np.float64)
+
+
+def _dtype_of(value: Any) -> Any:
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:  # a Python float or a list: float64
+        return np.float64
+    return dtype
+
+
+def _torch_if_loaded() -> Any:
+    import sys
+
+    return sys.modules.get("torch")
+
+
+def assert_close(actual: Any, expected: Any, *, dtype: Any = None, magnitude: float | None = None,
+                 cond: float = 1.0, ulps: float = DEFAULT_ULPS, what: str = "value") -> None:
+    """Assert ``actual`` (the implementation's output) matches ``expected`` (a trusted value).
+
+    Shapes must agree exactly (no broadcasting). The tolerance comes from :func:`tolerance` with
+    ``dtype`` (default: ``actual``'s dtype, the precision it was computed in; float64 for Python
+    numbers) and ``magnitude`` (default: the largest ``|expected|``). NaN matches NaN only where
+    ``expected`` has one; infinities must match exactly. On failure the message names the shape,
+    the first differing element with its expected and actual values, and the largest difference.
+    """
+    got = _as_float64(actual)
+    want = _as_float64(expected)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
+    finite = np.isfinite(want)
+    scale = float(np.max(np.abs(want[finite]))) if finite.any() else 1.0
+    tol = tolerance(dtype if dtype is not None else _dtype_of(actual),
+                    scale if magnitude is None else magnitude, cond=cond, ulps=ulps)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(got - want)
+    with np.errstate(invalid="ignore"):
+        close = np.where(finite, diff <= tol.atol + tol.rtol * np.abs(want), False)  # NaN in got is never close
+    bad = ~(close | (got == want) | (np.isnan(got) & np.isnan(want)))  # infinities and NaN must match exactly
+    if not bad.any():
+        return
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    finite_diff = np.where(np.isfinite(diff), diff, np.inf)
+    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(finite_diff)), diff.shape)) if diff.size else ()
+    where = f" at index {first}" if first else ""
+    raise AssertionError(
+        f"{what}{where}: got {float(got[first])!r}, expected {float(want[first])!r} ({int(bad.sum())} of {bad.size} elements "
+        f"differ; largest difference {finite_diff[worst]:.3g} at {worst}; tolerance atol={tol.atol:.3g}, "
+        f"rtol={tol.rtol:.3g})")
+
+
+def call_leaves_inputs_unchanged(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` and assert it did not modify any tensor or array argument; return its result.
+
+    Each argument is copied before the call and compared bit for bit afterwards (tensors and arrays
+    inside lists, tuples and dicts included), so a function that normalises, sorts or masks its input
+    in place fails here, naming the argument, rather than somewhere later.
+    """
+    import copy
+
+    named = [(f"argument {i}", a) for i, a in enumerate(args)] + [(f"argument {k!r}", v) for k, v in kwargs.items()]
+    before = copy.deepcopy([value for _, value in named])
+    result = fn(*args, **kwargs)
+    for (name, now), then in zip(named, before):
+        for a, b in _leaves(now, then):
+            assert _same_bits(a, b), f"{getattr(fn, '__name__', 'the function')} modified its {name} in place"
+    return result
+
+
+def _leaves(now: Any, then: Any) -> Iterator[tuple[Any, Any]]:
+    if isinstance(now, dict):
+        for key in now:
+            yield from _leaves(now[key], then[key])
+    elif isinstance(now, (list, tuple)):
+        for a, b in zip(now, then):
+            yield from _leaves(a, b)
+    else:
+        yield now, then
+
+
+def _same_bits(now: Any, then: Any) -> bool:
+    torch = _torch_if_loaded()
+    if torch is not None and isinstance(now, torch.Tensor):
+        return bitwise_equal(now.detach(), then.detach())
+    if isinstance(now, np.ndarray):
+        return now.shape == then.shape and now.dtype == then.dtype and now.tobytes() == then.tobytes()
+    return True
 
 
 def rounded_close(value: float, quoted: float, decimals: int) -> bool:

@@ -1,0 +1,61 @@
+"""The tolerance helper every canon test compares values with (``pytest_mlcanon.testing``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from pytest_mlcanon.testing import assert_close, eps, tolerance
+
+
+def test_tolerance_scales_with_dtype_magnitude_and_condition() -> None:
+    assert eps(torch.float32) == 2.0**-23 and eps(np.float64) == 2.0**-52 and eps(torch.float16) == 2.0**-10
+    base = tolerance(torch.float32, 1.0)
+    assert tolerance(torch.float32, 1e4).atol == pytest.approx(1e4 * base.atol)
+    assert tolerance(torch.float32, 1.0, cond=10).rtol == pytest.approx(10 * base.rtol)
+    assert tolerance(np.float64, 0.0).atol > 0.0  # a comparison with zeros is never exact
+
+
+def test_never_tighter_than_the_spacing_of_the_values() -> None:
+    """A textbook-stable float32 softmax at |x| = 1e4 passes once the logits' magnitude is named."""
+    x = torch.tensor([1e4, 0.0, -1e4, 1e4 - 3.0])
+    stable = torch.exp(x - torch.logsumexp(x, 0))
+    want = torch.softmax(x.double(), 0)
+    assert_close(stable, want, magnitude=1e4)
+    assert np.spacing(np.float32(1e4)) > 1e-4  # why the magnitude matters
+
+
+def test_a_wrong_value_is_caught_and_described() -> None:
+    with pytest.raises(AssertionError, match=r"margin at index \(1,\): got 2\.0, expected 2\.1 .*largest difference"):
+        assert_close(np.array([1.0, 2.0]), np.array([1.0, 2.1]), what="margin")
+    with pytest.raises(AssertionError, match="shape"):
+        assert_close(torch.zeros(2, 1), torch.zeros(2))
+    with pytest.raises(AssertionError):
+        assert_close(torch.tensor([float("nan")]), torch.tensor([1.0]))
+    with pytest.raises(AssertionError):
+        assert_close(torch.tensor([float("inf")]), torch.tensor([-float("inf")]))
+    with pytest.raises(AssertionError):  # float32 spacing is 1.2e-7 at 1: a 1e-4 error is not rounding
+        assert_close(torch.tensor([1.0 + 1e-4]), torch.tensor([1.0], dtype=torch.float64))
+
+
+def test_matching_special_values_and_empty_arrays_pass() -> None:
+    assert_close(torch.tensor([float("nan"), float("inf")]), torch.tensor([float("nan"), float("inf")]))
+    assert_close(np.zeros(0), np.zeros(0))
+    assert_close(0.1 + 0.2, 0.3)
+
+
+def test_an_in_place_change_of_an_input_is_caught() -> None:
+    from pytest_mlcanon.testing import call_leaves_inputs_unchanged
+
+    def normalise_in_place(x: torch.Tensor, *, rows: list[np.ndarray]) -> torch.Tensor:
+        rows[0] -= rows[0].mean()
+        return x
+
+    def pure(x: torch.Tensor, *, rows: list[np.ndarray]) -> torch.Tensor:
+        return x - x.mean()
+
+    x = torch.randn(3)
+    assert torch.equal(call_leaves_inputs_unchanged(pure, x, rows=[np.ones(2)]), x - x.mean())
+    with pytest.raises(AssertionError, match="normalise_in_place modified its argument 'rows' in place"):
+        call_leaves_inputs_unchanged(normalise_in_place, x, rows=[np.arange(3.0)])
