@@ -32,6 +32,8 @@ TEST_PACKAGE = "canon_tests"
 ITEM_PROPERTY = "canon_item"
 SHAPES_PROPERTY = "canon_shapes"
 NONFINITE_PROPERTY = "canon_first_nonfinite"
+CONTRACT_PROPERTY = "canon_contract_advice"
+CONTRACT_MARKER = "contract"
 
 
 def tests_dir() -> Path:
@@ -228,6 +230,19 @@ class CanonRun:
             if nonfinite:
                 item.user_properties.append((NONFINITE_PROPERTY, nonfinite[0]))
 
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+        """A failing input-validation check (``contract`` marker) is advice unless ``contract = required``:
+        reported as an expected failure (``x``), so it neither fails the run nor counts toward Correctness;
+        the rubric still records it as failed and lists it."""
+        outcome = yield
+        report: pytest.TestReport = outcome.get_result()
+        if (report.when == "call" and report.failed and not self.settings.contract_required
+                and item.get_closest_marker(CONTRACT_MARKER) is not None):
+            report.outcome = "skipped"
+            report.wasxfail = f"input check (advice): {_short_message(report)}"
+            report.user_properties.append((CONTRACT_PROPERTY, "failed"))
+
     # -- outcomes (hooks of this registered plugin object, so they also run on an xdist controller) --
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.record(report)
@@ -247,7 +262,7 @@ class CanonRun:
         if report.when == "call":
             self._record_shapes(state, properties.get(SHAPES_PROPERTY, []))
         previous = state.outcomes.get(report.nodeid)
-        outcome = _phase_outcome(report)
+        outcome = "failed" if properties.get(CONTRACT_PROPERTY) else _phase_outcome(report)
         if outcome is None:
             return
         keywords = report.keywords
@@ -258,7 +273,9 @@ class CanonRun:
             outcome=outcome,
             probe="numerics_probe" in keywords,
             edge="edge_case" in keywords,
-            message=_short_message(report),
+            contract=CONTRACT_MARKER in keywords,
+            message=(report.wasxfail.partition(": ")[2] if properties.get(CONTRACT_PROPERTY)
+                     else _short_message(report)),
             where=_failure_location(report, state.files, self.config.invocation_params.dir, self.config.rootpath),
             nonfinite=self._nonfinite_at(properties.get(NONFINITE_PROPERTY)) or (
                 previous.nonfinite if previous else None),
@@ -339,7 +356,10 @@ class CanonRun:
             return score
         outcomes = list(state.outcomes.values())
         score.status = "scored"
-        score.tests = {k: sum(1 for o in outcomes if o.outcome == k) for k in ("passed", "failed", "error", "skipped")}
+        advice = {o.nodeid for o in outcomes if o.contract and o.outcome == "failed" and not self.settings.contract_required}
+        counted = [o for o in outcomes if o.nodeid not in advice]
+        score.tests = {k: sum(1 for o in counted if o.outcome == k) for k in ("passed", "failed", "error", "skipped")}
+        score.tests["input checks not held (advice)"] = len(advice)
         timing_findings: list[Finding] = []
         if timer is not None:
             score.timing, timing_findings = timer.assess(item, state.files, score.files[0] if score.files else item.slug)

@@ -54,6 +54,16 @@ def _nonneg_int(text: Any) -> int:
     return value
 
 
+CONTRACT_MODES = ("advice", "required")
+
+
+def _contract(text: Any) -> str:
+    value = str(text).strip().lower()
+    if value not in CONTRACT_MODES:
+        raise ValueError(f"must be one of {', '.join(CONTRACT_MODES)}")
+    return value
+
+
 def _bool(text: Any) -> bool:
     if isinstance(text, bool):
         return text
@@ -92,6 +102,9 @@ SPECS: tuple[Spec, ...] = (
          "share of shape lines that must carry a well-formed shape comment for the Shapes axis (default 1.0)"),
     Spec("docstring_min_words", None, _nonneg_int, 20,
          "words a module docstring needs to count as a stated plan (Explanation axis; default 20)"),
+    Spec("contract", "--canon-contract", _contract, "advice",
+         "input-validation checks (tests marked contract): advice, listed in the report but not counted "
+         "toward Correctness nor failing the run (default), or required, counted like any other test"),
     Spec("first_attempt_factor", None, _positive_float, 2.0,
          "with --timed, a first attempt may take this multiple of the item's from-memory minutes (default 2)"),
 )
@@ -109,11 +122,17 @@ class Settings:
     shape_coverage_min: float = 1.0
     docstring_min_words: int = 20
     first_attempt_factor: float = 2.0
+    contract: str = "advice"
     origin: dict[str, str] = field(default_factory=dict, compare=False)
 
     def enabled(self, code: str) -> bool:
         """False when ``code`` or one of its prefixes (``NUM``, ``NUM00``) is in ``ignore``."""
         return not any(code.startswith(prefix) for prefix in self.ignore)
+
+    @property
+    def contract_required(self) -> bool:
+        """Input-validation checks count toward Correctness (``contract = "required"``)."""
+        return self.contract == "required"
 
 
 def ini_name(key: str) -> str:

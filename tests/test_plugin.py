@@ -396,3 +396,36 @@ def test_node_ids_name_the_test_file_when_the_learner_is_outside_the_repo(pytest
     assert result.ret == 0
     result.stdout.fnmatch_lines(["test_detection_boxes.py::test_* PASSED*", "*1 deselected*"])
     assert " ::test_" not in result.stdout.str() and "test_box_area_values PASSED" not in result.stdout.str()
+
+
+def _boxes_without_validation() -> str:
+    """The reference boxes module with its argument checks turned into no-ops."""
+    source = (Path(__file__).resolve().parents[1] / "canon_refs" / "detection" / "boxes.py").read_text()
+    return source + "\n\ndef _check_xyxy(*args, **kwargs):\n    return None\n\n\ndef _check_last_dim(*args, **kwargs):\n    return None\n"
+
+
+def test_a_failing_input_check_is_advice_by_default(pytester: pytest.Pytester, learner) -> None:
+    learner(files={"detection/boxes": _boxes_without_validation()})
+    result = pytester.runpytest("--canon-item=detection/boxes", "-q", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("xfailed", 0) >= 1 and "failed" not in outcomes
+    result.stdout.fnmatch_lines([
+        "*#18 detection/boxes*yes*",
+        "*Correctness: input checks (advice): * of * held; not held: test_*raise* (contract = required would count them)",
+    ])
+
+
+def test_contract_required_counts_input_checks(pytester: pytest.Pytester, learner) -> None:
+    learner(files={"detection/boxes": _boxes_without_validation()})
+    pytester.makefile(".ini", pytest="[pytest]\nmlcanon_contract = required\n")
+    result = pytester.runpytest("--canon-item=detection/boxes", "-q", "-p", "no:cacheprovider")
+    assert result.ret == 1
+    assert result.parseoutcomes().get("failed", 0) >= 1
+    result.stdout.fnmatch_lines(["*#18 detection/boxes*NO*", "*COR001*raise*"])
+
+
+def test_contract_setting_rejects_an_unknown_mode(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--canon-item=detection/boxes", "--impl=canon_refs", "--canon-contract=sometimes")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--canon-contract='sometimes': must be one of advice, required*"])

@@ -48,6 +48,7 @@ class Calibration:
     cases: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     log: str = ""
     probes: dict[str, list[str]] = field(default_factory=dict)
+    contract: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -124,7 +125,7 @@ def _outcome(data: Any) -> Outcome | None:
     except (TypeError, ValueError):
         duration = 0.0
     return Outcome(data["nodeid"], data["outcome"], bool(data.get("probe")), bool(data.get("edge")),
-                   str(data.get("message", ""))[:500], duration, location)
+                   bool(data.get("contract")), str(data.get("message", ""))[:500], duration, location)
 
 
 def _violation(frame: dict[str, Any]) -> Finding:
@@ -203,6 +204,7 @@ def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: Jo
     expected = known or list(claims.outcomes)
     stuck = norm(run.killed_in or _last_started(run)) if status in ("timeout", "crashed", "killed") else ""
     probes = {norm(n) for n in calibration.probes.get(item.slug, [])}
+    contract = {norm(n) for n in calibration.contract.get(item.slug, [])}
     outcomes: list[Outcome] = []
     tests: list[GradedTest] = []
     for nodeid in expected:
@@ -216,12 +218,12 @@ def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: Jo
                 message = ending
             else:
                 label, message = "not run", f"not run: {ending}" if ending else "no result was reported"
-            outcome = Outcome(nodeid, "error", probe=nodeid in probes, message=message)
-        elif known:
-            outcome = replace(outcome, probe=nodeid in probes)  # which tests are probes is the parent's call
+            outcome = Outcome(nodeid, "error", probe=nodeid in probes, contract=nodeid in contract, message=message)
+        elif known:  # which tests are probes and input checks is the parent's call
+            outcome = replace(outcome, probe=nodeid in probes, contract=nodeid in contract)
         outcomes.append(outcome)
         tests.append(GradedTest(test_name(nodeid), label or outcome.outcome, outcome.message[:300], outcome.probe,
-                                config.points.test_weight(test_name(nodeid))))
+                                config.points.test_weight(test_name(nodeid)), contract=outcome.contract))
     return outcomes, tests
 
 
@@ -352,7 +354,8 @@ def _award(result: ItemResult, config: GradeConfig) -> None:
     result.axis_max = {axis: round(full * points.share(axis), 4) for axis in AXES}
     credited = result.status in ("scored", "timeout", "crashed", "killed") and result.recheck.status not in (
         "failed", "not run")
-    graded = [t for t in result.tests if not t.probe and t.outcome != "skipped"]
+    advice = not config.settings().contract_required
+    graded = [t for t in result.tests if not t.probe and not (t.contract and advice) and t.outcome != "skipped"]
     total = sum(t.weight for t in graded)
     for test in graded:
         test.max_points = full * points.share("correctness") * test.weight / total if total else 0.0

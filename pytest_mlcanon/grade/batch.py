@@ -229,7 +229,7 @@ def _calibrate(zygote: Zygote, root: Path, items: tuple[catalog.Item, ...], seed
             tests_dir=str(tests_dir()), options=[], out=str(folder / "calibration.pickle"))
     except ZygoteError as exc:
         raise BatchError(f"the reference run failed: {exc}") from exc
-    return Calibration(raw["nodeids"], raw["failed"], raw["cases"], raw["log"], raw["probes"])
+    return Calibration(raw["nodeids"], raw["failed"], raw["cases"], raw["log"], raw["probes"], raw["contract"])
 
 
 def _reference_notes(calibration: Calibration) -> list[str]:

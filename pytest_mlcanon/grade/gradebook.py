@@ -28,6 +28,7 @@ class GradedTest:
     weight: float = 1.0
     points: float = 0.0
     max_points: float = 0.0
+    contract: bool = False  # an input-validation check: no points unless the rubric's contract = "required"
 
 
 @dataclass

@@ -75,6 +75,7 @@ class Recorder:
         self.skip = skip
         self.nodeids: dict[str, list[str]] = {item.slug: [] for item in items}
         self.probes: dict[str, list[str]] = {item.slug: [] for item in items}
+        self.contract: dict[str, list[str]] = {item.slug: [] for item in items}
         self.failed: dict[str, list[str]] = {item.slug: [] for item in items}
         self.calls: list[tuple[str, str, str, Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
         self._keys: dict[tuple[str, str], set[str]] = {}
@@ -99,6 +100,8 @@ class Recorder:
                 self.nodeids[slug].append(node.nodeid)
                 if node.get_closest_marker("numerics_probe") is not None:
                     self.probes[slug].append(node.nodeid)
+                if node.get_closest_marker("contract") is not None:
+                    self.contract[slug].append(node.nodeid)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         slug = dict(report.user_properties).get(ITEM_PROPERTY)

@@ -207,7 +207,8 @@ def _calibrate(message: dict[str, Any]) -> dict[str, Any]:
     _forget_canon_modules()
     gc.collect()
     gc.freeze()  # what exists now is shared by every child: never traverse (and copy) it again
-    result = {"nodeids": recorder.nodeids, "probes": recorder.probes, "failed": recorder.failed, "cases": cases, "status": int(status),
+    result = {"nodeids": recorder.nodeids, "probes": recorder.probes,
+              "contract": recorder.contract, "failed": recorder.failed, "cases": cases, "status": int(status),
               "log": sink.getvalue()[-4000:]}
     out = Path(message["out"])
     out.write_bytes(pickle.dumps(result))

@@ -60,7 +60,8 @@ def score_item(evidence: Evidence, settings: Settings) -> dict[str, AxisResult]:
     sources, problems = load_sources(evidence.files, evidence.display_root)
     missing = _missing_name_findings(sources, evidence)
     axes = {
-        "correctness": correctness.evaluate(evidence.outcomes, [*problems, *missing]),
+        "correctness": correctness.evaluate(evidence.outcomes, [*problems, *missing],
+                                            contract_required=settings.contract_required),
         "shapes": shapes.evaluate((shapes.check_source(s, settings) for s in sources),
                                   evidence.runtime_shape_findings, settings, evidence.runtime_shape_notes),
         "numerics": numerics.evaluate(sources, evidence.outcomes, settings),

@@ -37,18 +37,37 @@ def missing_names(learner: Source, reference: Source) -> list[str]:
     return sorted((defined - public_names(learner)) - {n for n in defined if n.startswith("_")})
 
 
-def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = ()) -> AxisResult:
-    """Passes when at least one non-probe test ran, none failed, and no public name is missing."""
+def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *,
+             contract_required: bool = False) -> AxisResult:
+    """Passes when at least one non-probe test ran, none failed, and no public name is missing.
+
+    Input-validation checks (``contract`` outcomes) count only when ``contract_required``; otherwise
+    they are advice: a note says how many held and which did not, and no finding is made.
+    """
     outcomes = list(outcomes)
     missing = list(missing)
-    tests = [o for o in outcomes if not o.probe]
+    advice = [o for o in outcomes if o.contract and not o.probe and not contract_required]
+    tests = [o for o in outcomes if not o.probe and o not in advice]
     findings = [_failed(o) for o in tests if o.outcome in FAILING]
     findings += missing
     ran = [o for o in tests if o.outcome != "skipped"]
     if not ran:
         findings.append(_nothing_ran([o for o in outcomes if o.probe and o.outcome != "skipped"]))
     failed = any(o.outcome in FAILING for o in tests)
-    return AxisResult(bool(ran) and not failed and not missing, tuple(findings))
+    return AxisResult(bool(ran) and not failed and not missing, tuple(findings), _contract_notes(advice))
+
+
+def _contract_notes(advice: list[Outcome]) -> tuple[str, ...]:
+    """``input checks (advice): 9 of 12 held; not held: test_rejects_bad_beta, ...``."""
+    ran = [o for o in advice if o.outcome != "skipped"]
+    if not ran:
+        return ()
+    missed = [o.nodeid.partition("::")[2] or o.nodeid for o in ran if o.outcome in FAILING]
+    text = f"input checks (advice): {len(ran) - len(missed)} of {len(ran)} held"
+    if missed:
+        shown = ", ".join(missed[:4]) + (f" and {len(missed) - 4} more" if len(missed) > 4 else "")
+        text += f"; not held: {shown} (contract = required would count them)"
+    return (text,)
 
 
 def locate(result: AxisResult, path: str) -> AxisResult:

@@ -53,6 +53,7 @@ class Outcome:
     outcome: str
     probe: bool = False
     edge: bool = False
+    contract: bool = False  # an input-validation check: advice unless contract = "required"
     message: str = ""
     duration: float = 0.0
     where: tuple[str, int] | None = None  # the failure's file:line: in the learner's code if it got there
