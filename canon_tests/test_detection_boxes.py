@@ -6,7 +6,13 @@ import pytest
 import torch
 
 from canon_refs.detection import boxes
-from pytest_mlcanon.testing import TOL, assert_low_precision_matches, iou_pair, random_xyxy
+from pytest_mlcanon.testing import (
+    assert_close,
+    assert_low_precision_matches,
+    call_leaves_inputs_unchanged,
+    iou_pair,
+    random_xyxy,
+)
 
 pytestmark = pytest.mark.canon("detection/boxes")
 
@@ -32,20 +38,20 @@ def test_iou_overlapping_squares_is_one_seventh():
     iou = boxes.box_iou(_t([[0, 0, 2, 2]]), _t([[1, 1, 3, 3]]))
     assert iou.shape == (1, 1)
     assert iou.dtype == torch.float64
-    assert abs(iou.item() - 0.14285714285714285) <= TOL.EXACT64.atol
+    assert_close(iou, _t([[1 / 7]]), what="box_iou([0,0,2,2], [1,1,3,3])")
 
 
 def test_iou_identical_disjoint_touching_contained():
     a = _t([[0, 0, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 4, 4]])
     b = _t([[0, 0, 2, 2], [2, 2, 3, 3], [1, 0, 2, 1], [1, 1, 2, 2]])
     iou = boxes.box_iou(a, b).diagonal()
-    torch.testing.assert_close(iou, _t([1.0, 0.0, 0.0, 0.0625]), **TOL.EXACT64.kw())
+    assert_close(iou, _t([1.0, 0.0, 0.0, 0.0625]), what="box_iou(identical, disjoint, touching, contained)")
 
 
 def test_iou_disjoint_on_both_axes_is_zero_not_positive():
     # Without the clamp, the two negative sides (-1) * (-1) would make a positive "intersection".
     iou = boxes.box_iou(_t([[0, 0, 1, 1]]), _t([[2, 2, 3, 3], [5, -4, 6, -2]]))
-    torch.testing.assert_close(iou, _t([[0.0, 0.0]]), **TOL.EXACT64.kw())
+    assert_close(iou, _t([[0.0, 0.0]]), what="box_iou(boxes disjoint on both axes)")
 
 
 def test_iou_matrix_matches_pairwise_loop():
@@ -54,13 +60,13 @@ def test_iou_matrix_matches_pairwise_loop():
     iou = boxes.box_iou(a, b)
     assert iou.shape == (7, 5)
     want = _t([[iou_pair(x, y) for y in b.tolist()] for x in a.tolist()])
-    torch.testing.assert_close(iou, want, **TOL.EXACT64.kw())
+    assert_close(iou, want, what="box_iou(7 random, 5 random)")
     assert (iou > 0).any(), "random boxes should overlap somewhere, else the check is vacuous"
 
 
 def test_box_area_values():
     area = boxes.box_area(_t([[0, 0, 2, 3], [1, 1, 1, 5], [-2, -1, 2, 1]]))
-    torch.testing.assert_close(area, _t([6.0, 0.0, 8.0]), **TOL.EXACT64.kw())
+    assert_close(area, _t([6.0, 0.0, 8.0]), what="box_area")
 
 
 # -- GIoU --------------------------------------------------------------------------------------------
@@ -69,7 +75,7 @@ def test_box_area_values():
 def test_giou_disjoint_unit_squares_is_minus_seven_ninths():
     giou = boxes.generalized_box_iou(_t([[0, 0, 1, 1]]), _t([[2, 2, 3, 3]]))
     assert giou.shape == (1, 1)
-    assert abs(giou.item() - (-0.7777777777777778)) <= TOL.EXACT64.atol
+    assert_close(giou, _t([[-7 / 9]]), what="generalized_box_iou([0,0,1,1], [2,2,3,3])")
 
 
 def test_giou_matches_pairwise_loop_and_is_below_iou():
@@ -78,50 +84,48 @@ def test_giou_matches_pairwise_loop_and_is_below_iou():
     giou = boxes.generalized_box_iou(a, b)
     iou = boxes.box_iou(a, b)
     want = _t([[_giou_pair(x, y) for y in b.tolist()] for x in a.tolist()])
-    torch.testing.assert_close(giou, want, **TOL.EXACT64.kw())
-    assert (giou <= iou + 1e-12).all()
+    assert_close(giou, want, what="generalized_box_iou(9 random, 6 random)")
+    assert (giou <= iou + 1e-12).all()  # float64 values in [-1, 1]: 1e-12 is thousands of ulps
     assert (giou >= -1).all() and (giou <= 1).all()
     assert (giou < iou - 1e-3).any(), "some pairs must be strictly penalised by the enclosing box"
 
 
 def test_giou_of_identical_boxes_is_one():
     a = random_xyxy(4, seed=5)
-    torch.testing.assert_close(boxes.generalized_box_iou(a, a).diagonal(), torch.ones(4, dtype=torch.float64))
+    assert_close(boxes.generalized_box_iou(a, a).diagonal(), torch.ones(4, dtype=torch.float64),
+                 what="generalized_box_iou(a, a).diagonal()")
 
 
 def test_iou_and_giou_are_symmetric():
     a = random_xyxy(6, seed=6)
     b = random_xyxy(8, seed=7)
     for fn in (boxes.box_iou, boxes.generalized_box_iou):
-        torch.testing.assert_close(fn(b, a), fn(a, b).T, **TOL.EXACT64.kw())
+        assert_close(fn(b, a), fn(a, b).T, what=f"{fn.__name__}(b, a) against {fn.__name__}(a, b).T")
 
 
 # -- conversions -------------------------------------------------------------------------------------
 
 
 def test_cxcywh_to_xyxy_value_and_inverse():
-    torch.testing.assert_close(
-        boxes.box_cxcywh_to_xyxy(_t([[5, 5, 2, 4]])), _t([[4, 3, 6, 7]]), **TOL.EXACT64.kw()
-    )
-    torch.testing.assert_close(
-        boxes.box_xyxy_to_cxcywh(_t([[4, 3, 6, 7]])), _t([[5, 5, 2, 4]]), **TOL.EXACT64.kw()
-    )
+    assert_close(boxes.box_cxcywh_to_xyxy(_t([[5, 5, 2, 4]])), _t([[4, 3, 6, 7]]), what="box_cxcywh_to_xyxy")
+    assert_close(boxes.box_xyxy_to_cxcywh(_t([[4, 3, 6, 7]])), _t([[5, 5, 2, 4]]), what="box_xyxy_to_cxcywh")
 
 
 def test_xywh_to_xyxy_value():
     out = boxes.box_xywh_to_xyxy(_t([[1, 2, 3, 4], [10, 0, 0, 5]]))
-    torch.testing.assert_close(out, _t([[1, 2, 4, 6], [10, 0, 10, 5]]), **TOL.EXACT64.kw())
+    assert_close(out, _t([[1, 2, 4, 6], [10, 0, 10, 5]]), what="box_xywh_to_xyxy")
 
 
 def test_conversions_round_trip_on_any_leading_shape():
     xyxy = random_xyxy(24, seed=8, dtype=torch.float32).reshape(2, 3, 4, 4)
     cxcywh = boxes.box_xyxy_to_cxcywh(xyxy)
     assert cxcywh.shape == xyxy.shape and cxcywh.dtype == torch.float32
-    torch.testing.assert_close(boxes.box_cxcywh_to_xyxy(cxcywh), xyxy, atol=1e-6, rtol=1e-6)
+    # float32 coordinates up to ~141: every element is compared at the spacing of the largest one
+    assert_close(boxes.box_cxcywh_to_xyxy(cxcywh), xyxy, what="box_cxcywh_to_xyxy(box_xyxy_to_cxcywh(b))")
     xywh = torch.cat([xyxy[..., :2], xyxy[..., 2:] - xyxy[..., :2]], dim=-1)
-    torch.testing.assert_close(boxes.box_xywh_to_xyxy(xywh), xyxy, atol=1e-6, rtol=1e-6)
+    assert_close(boxes.box_xywh_to_xyxy(xywh), xyxy, what="box_xywh_to_xyxy")
     # cxcywh width/height equal the xywh width/height
-    torch.testing.assert_close(cxcywh[..., 2:], xywh[..., 2:], atol=1e-6, rtol=1e-6)
+    assert_close(cxcywh[..., 2:], xywh[..., 2:], magnitude=float(xyxy.abs().max()), what="box_xyxy_to_cxcywh(b)[..., 2:]")
 
 
 # -- gradients ---------------------------------------------------------------------------------------
@@ -137,7 +141,8 @@ def test_giou_gradient_nonzero_for_disjoint_prediction_iou_gradient_zero():
     pred2 = _t([[0, 0, 1, 1]]).requires_grad_(True)
     boxes.box_iou(pred2, target).sum().backward()
     assert pred2.grad is not None
-    torch.testing.assert_close(pred2.grad, torch.zeros_like(pred2), atol=0.0, rtol=0.0)
+    # exact zero is safe for every correct IoU: the clamped intersection is exactly 0, and so is its gradient
+    assert torch.equal(pred2.grad, torch.zeros_like(pred2)), f"IoU gradient of a disjoint box: {pred2.grad}"
 
 
 def test_iou_and_giou_pass_gradcheck():
@@ -164,8 +169,8 @@ def test_empty_inputs_give_empty_matrices():
 @pytest.mark.edge_case
 def test_single_box_against_itself():
     one = _t([[3, 4, 8, 6]])
-    assert boxes.box_iou(one, one).item() == pytest.approx(1.0, abs=1e-12)
-    assert boxes.generalized_box_iou(one, one).item() == pytest.approx(1.0, abs=1e-12)
+    assert_close(boxes.box_iou(one, one), _t([[1.0]]), what="box_iou(one box, itself)")
+    assert_close(boxes.generalized_box_iou(one, one), _t([[1.0]]), what="generalized_box_iou(one box, itself)")
 
 
 @pytest.mark.edge_case
@@ -176,8 +181,8 @@ def test_zero_area_boxes_give_finite_values():
     iou = boxes.box_iou(a, a)
     giou = boxes.generalized_box_iou(a, a)
     assert torch.isfinite(iou).all() and torch.isfinite(giou).all()
-    torch.testing.assert_close(iou, torch.zeros(3, 3, dtype=torch.float64), atol=1e-12, rtol=0)
-    assert giou[0, 0].item() == pytest.approx(0.0, abs=1e-12)  # coincident points: enclosing box is empty too
+    assert_close(iou, torch.zeros(3, 3, dtype=torch.float64), what="box_iou(zero-area boxes)")
+    assert_close(giou[0, 0], _t(0.0), what="generalized_box_iou(point, same point)")  # enclosing box is empty too
     assert (giou >= -1).all() and (giou <= 1).all()
 
 
@@ -206,6 +211,15 @@ def test_dtype_is_preserved():
         assert boxes.generalized_box_iou(a, a).dtype == dtype
         assert boxes.box_cxcywh_to_xyxy(a).dtype == dtype
         assert boxes.box_area(a).dtype == dtype
+
+
+def test_inputs_are_not_modified():
+    a = random_xyxy(5, seed=15)
+    b = random_xyxy(4, seed=16)
+    for fn in (boxes.box_cxcywh_to_xyxy, boxes.box_xyxy_to_cxcywh, boxes.box_xywh_to_xyxy, boxes.box_area):
+        call_leaves_inputs_unchanged(fn, a.clone())
+    for fn in (boxes.box_iou, boxes.generalized_box_iou):
+        call_leaves_inputs_unchanged(fn, a.clone(), b.clone())
 
 
 # -- errors ------------------------------------------------------------------------------------------
@@ -247,11 +261,8 @@ def test_matches_torchvision_when_installed():
     ops = pytest.importorskip("torchvision.ops")
     a = random_xyxy(11, seed=13, dtype=torch.float32)
     b = random_xyxy(7, seed=14, dtype=torch.float32)
-    torch.testing.assert_close(boxes.box_iou(a, b), ops.box_iou(a, b), **TOL.TORCH_OP.kw())
-    torch.testing.assert_close(
-        boxes.generalized_box_iou(a, b), ops.generalized_box_iou(a, b), **TOL.TORCH_OP.kw()
-    )
-    torch.testing.assert_close(boxes.box_area(a), ops.box_area(a), **TOL.TORCH_OP.kw())
-    torch.testing.assert_close(
-        boxes.box_cxcywh_to_xyxy(a), ops.box_convert(a, in_fmt="cxcywh", out_fmt="xyxy"), **TOL.TORCH_OP.kw()
-    )
+    assert_close(boxes.box_iou(a, b), ops.box_iou(a, b), what="box_iou vs torchvision")
+    assert_close(boxes.generalized_box_iou(a, b), ops.generalized_box_iou(a, b), what="generalized_box_iou vs torchvision")
+    assert_close(boxes.box_area(a), ops.box_area(a), what="box_area vs torchvision")
+    assert_close(boxes.box_cxcywh_to_xyxy(a), ops.box_convert(a, in_fmt="cxcywh", out_fmt="xyxy"),
+                 what="box_cxcywh_to_xyxy vs torchvision")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from canon_refs.detection import nms
-from pytest_mlcanon.testing import iou_pair, low_precision_dtype
+from pytest_mlcanon.testing import call_leaves_inputs_unchanged, iou_pair, low_precision_dtype
 
 pytestmark = pytest.mark.canon("detection/nms")
 
@@ -87,10 +87,8 @@ def test_output_sorted_by_decreasing_score_with_original_indices():
 
 def test_inputs_not_mutated():
     boxes, scores = _t(THREE_BOXES), _t([0.7, 0.9, 0.8])
-    boxes_before, scores_before = boxes.clone(), scores.clone()
-    nms.nms(boxes, scores, 0.5)
-    nms.batched_nms(boxes, scores, torch.tensor([0, 1, 0]), 0.5)
-    assert torch.equal(boxes, boxes_before) and torch.equal(scores, scores_before)
+    call_leaves_inputs_unchanged(nms.nms, boxes, scores, 0.5)
+    call_leaves_inputs_unchanged(nms.batched_nms, boxes, scores, torch.tensor([0, 1, 0]), 0.5)
 
 
 # -- ties and thresholds -----------------------------------------------------------------------------
@@ -108,6 +106,21 @@ def test_equal_scores_are_ordered_by_index():
     boxes = _t([[0, 0, 1, 1], [10, 10, 11, 11], [20, 20, 21, 21], [30, 30, 31, 31], [40, 40, 41, 41]])
     scores = _t([0.3, 0.5, 0.5, 0.3, 0.5])
     assert nms.nms(boxes, scores, 0.5).tolist() == [1, 2, 4, 0, 3]
+
+
+@pytest.mark.parametrize("n", [17, 40, 100])
+def test_more_than_sixteen_tied_scores_keep_index_order(n):
+    # torch's default (unstable) CPU sort orders ties arbitrarily above 16 elements; the stated
+    # convention is the stable order: among equal scores, the lower index first.
+    spread = _t([[20 * i, 0, 20 * i + 10, 10] for i in range(n)])  # disjoint boxes: every box is kept
+    scores = torch.full((n,), 0.5)
+    scores[n // 2] = 0.9
+    want = [n // 2] + [i for i in range(n) if i != n // 2]
+    assert nms.nms(spread, scores, 0.5).tolist() == want
+    stacked = _t([[0, 0, 10, 10]] * n)  # identical boxes: only the first of the tied best survives
+    assert nms.nms(stacked, torch.full((n,), 0.5), 0.5).tolist() == [0]
+    classes = torch.arange(n) % 3
+    assert nms.batched_nms(stacked, torch.full((n,), 0.5), classes, 0.5).tolist() == [0, 1, 2]
 
 
 @pytest.mark.edge_case
@@ -231,35 +244,39 @@ def test_infinite_scores_are_ordered():
 # -- errors ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.contract
 def test_bad_boxes_raise():
-    with pytest.raises(ValueError, match="boxes"):
+    with pytest.raises(ValueError):
         nms.nms(torch.zeros(3, 5), torch.zeros(3), 0.5)
-    with pytest.raises(ValueError, match="boxes"):
+    with pytest.raises(ValueError):
         nms.nms(torch.zeros(4), torch.zeros(1), 0.5)
-    with pytest.raises(ValueError, match="boxes"):
+    with pytest.raises(ValueError):
         nms.batched_nms(torch.zeros(2, 3, 4), torch.zeros(2), torch.zeros(2, dtype=torch.long), 0.5)
 
 
+@pytest.mark.contract
 def test_bad_scores_raise():
     boxes = _t(THREE_BOXES)
-    with pytest.raises(ValueError, match="scores"):
+    with pytest.raises(ValueError):
         nms.nms(boxes, torch.zeros(2), 0.5)
-    with pytest.raises(ValueError, match="scores"):
+    with pytest.raises(ValueError):
         nms.nms(boxes, _t([0.5, float("nan"), 0.1]), 0.5)
-    with pytest.raises(ValueError, match="scores"):
+    with pytest.raises(ValueError):
         nms.batched_nms(boxes, torch.zeros(4), torch.zeros(3, dtype=torch.long), 0.5)
 
 
+@pytest.mark.contract
 def test_bad_idxs_raise():
     boxes, scores = _t(THREE_BOXES), _t(THREE_SCORES)
-    with pytest.raises(ValueError, match="idxs"):
+    with pytest.raises(ValueError):
         nms.batched_nms(boxes, scores, torch.zeros(2, dtype=torch.long), 0.5)
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize("thr", [-0.1, 1.5, float("nan")])
 def test_threshold_outside_unit_interval_raises(thr):
     boxes, scores = _t(THREE_BOXES), _t(THREE_SCORES)
-    with pytest.raises(ValueError, match="iou_threshold"):
+    with pytest.raises(ValueError):
         nms.nms(boxes, scores, thr)
-    with pytest.raises(ValueError, match="iou_threshold"):
+    with pytest.raises(ValueError):
         nms.batched_nms(boxes, scores, torch.zeros(3, dtype=torch.long), thr)

@@ -26,7 +26,7 @@ PATCHED_FILE = re.compile(r"^\+\+\+ b/(\S+)\.py$", re.MULTILINE)
 
 
 def _alternatives() -> list[Path]:
-    return sorted(p for p in IMPLS.glob("alt_*") if p.is_dir())
+    return sorted(p for pattern in ("alt_*", "min_*") for p in IMPLS.glob(pattern) if p.is_dir())
 
 
 def _mistakes() -> list[Path]:

@@ -49,17 +49,6 @@ IGNORE = -2
 DELTA_SIZE_CLAMP = math.log(1000.0 / 16)  # largest log size ratio decode_boxes will exponentiate
 
 
-def _positive_floats(values: Sequence[float], name: str) -> list[float]:
-    """A non-empty list of finite positive floats, or ValueError naming ``name``."""
-    try:
-        out = [float(v) for v in values]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a sequence of positive numbers, got {values!r}") from None
-    if not out or not all(math.isfinite(v) and v > 0 for v in out):
-        raise ValueError(f"{name} must be a non-empty sequence of finite positive numbers, got {values!r}")
-    return out
-
-
 def generate_anchors(
     feature_size: tuple[int, int],
     stride: int,
@@ -84,14 +73,7 @@ def generate_anchors(
 
     Source: Ren et al., "Faster R-CNN" (2015), Sec. 3.1.1; centre convention of canon-spec #20.
     """
-    if (
-        not isinstance(feature_size, (tuple, list))
-        or len(feature_size) != 2
-        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in feature_size)
-    ):
-        raise ValueError(f"feature_size must be a pair of non-negative ints (H_f, W_f), got {feature_size!r}")
-    if isinstance(stride, bool) or not isinstance(stride, (int, float)) or not stride > 0:
-        raise ValueError(f"stride must be > 0, got {stride!r}")
+    _check_grid(feature_size, stride)
     size_list = _positive_floats(sizes, "sizes")
     ratio_list = _positive_floats(aspect_ratios, "aspect_ratios")
     H_f, W_f = feature_size
@@ -109,26 +91,6 @@ def generate_anchors(
     shifts = grid.reshape(-1, 1, 2).repeat(1, 1, 2)                         # (H_f*W_f, 1, 4)
     anchors = shifts + base[None, :, :]                                     # (H_f*W_f, A, 4)
     return anchors.reshape(-1, 4)                                           # (H_f*W_f*A, 4)
-
-
-def _check_threshold(value: float, name: str) -> float:
-    """``float(value)`` when it lies in [0, 1], else ValueError naming ``name``."""
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}") from None
-    if not 0.0 <= out <= 1.0:  # also rejects NaN
-        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-    return out
-
-
-def _check_boxes(boxes: Tensor, name: str, *, xyxy: bool = True) -> None:
-    """ValueError naming ``name`` unless ``boxes`` is ``(N, 4)`` (and, for boxes, x1 <= x2, y1 <= y2)."""
-    if not isinstance(boxes, Tensor) or boxes.ndim != 2 or boxes.shape[1] != 4:
-        shape = tuple(boxes.shape) if isinstance(boxes, Tensor) else type(boxes).__name__
-        raise ValueError(f"{name} must be a tensor of shape (N, 4), got {shape}")
-    if xyxy and (bool((boxes[:, 2] < boxes[:, 0]).any()) or bool((boxes[:, 3] < boxes[:, 1]).any())):
-        raise ValueError(f"{name} holds a box with x2 < x1 or y2 < y1; boxes must be xyxy")
 
 
 def match_anchors(
@@ -162,10 +124,7 @@ def match_anchors(
     """
     _check_boxes(anchors, "anchors")
     _check_boxes(gt_boxes, "gt_boxes")
-    pos = _check_threshold(pos_iou, "pos_iou")
-    neg = _check_threshold(neg_iou, "neg_iou")
-    if neg > pos:
-        raise ValueError(f"neg_iou must be <= pos_iou, got neg_iou={neg_iou} > pos_iou={pos_iou}")
+    pos, neg = _check_thresholds(pos_iou, neg_iou)
     n_anchors = anchors.shape[0]
     if gt_boxes.shape[0] == 0 or n_anchors == 0:
         return torch.full((n_anchors,), BACKGROUND, dtype=torch.long, device=anchors.device)  # (N_a,)
@@ -181,27 +140,6 @@ def match_anchors(
         promoted = is_best.any(dim=1)                                       # (N_a,)
         labels[promoted] = best_gt[promoted]
     return labels
-
-
-def _check_pair(anchors: Tensor, other: Tensor, other_name: str, *, other_is_box: bool) -> None:
-    """Both ``(N, 4)`` with the same ``N``; ``other`` is checked as xyxy boxes when ``other_is_box``."""
-    _check_boxes(anchors, "anchors")
-    _check_boxes(other, other_name, xyxy=other_is_box)
-    if other.shape[0] != anchors.shape[0]:
-        raise ValueError(
-            f"{other_name} must have the same number of rows as anchors, got {other.shape[0]} and {anchors.shape[0]}"
-        )
-
-
-def _check_weights(weights: Sequence[float]) -> tuple[float, float, float, float]:
-    """The four coder weights as positive floats, else ValueError naming ``weights``."""
-    try:
-        wx, wy, ww, wh = (float(v) for v in weights)
-    except (TypeError, ValueError):
-        raise ValueError(f"weights must be four positive numbers (wx, wy, ww, wh), got {weights!r}") from None
-    if not all(math.isfinite(v) and v > 0 for v in (wx, wy, ww, wh)):
-        raise ValueError(f"weights must be four finite positive numbers, got {weights!r}")
-    return wx, wy, ww, wh
 
 
 def encode_boxes(
@@ -265,3 +203,76 @@ def decode_boxes(
     w = torch.exp((deltas[:, 2] / ww).clamp(max=DELTA_SIZE_CLAMP)) * a[:, 2]  # (N,)
     h = torch.exp((deltas[:, 3] / wh).clamp(max=DELTA_SIZE_CLAMP)) * a[:, 3]  # (N,)
     return box_cxcywh_to_xyxy(torch.stack([cx, cy, w, h], dim=1))           # (N, 4)
+
+
+def _check_grid(feature_size: tuple[int, int], stride: int) -> None:
+    """ValueError unless ``feature_size`` is two non-negative ints and ``stride > 0``."""
+    if (
+        not isinstance(feature_size, (tuple, list))
+        or len(feature_size) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in feature_size)
+    ):
+        raise ValueError(f"feature_size must be a pair of non-negative ints (H_f, W_f), got {feature_size!r}")
+    if isinstance(stride, bool) or not isinstance(stride, (int, float)) or not stride > 0:
+        raise ValueError(f"stride must be > 0, got {stride!r}")
+
+
+def _check_thresholds(pos_iou: float, neg_iou: float) -> tuple[float, float]:
+    """``(pos_iou, neg_iou)`` as floats in [0, 1] with ``neg_iou <= pos_iou``, else ValueError."""
+    pos = _check_threshold(pos_iou, "pos_iou")
+    neg = _check_threshold(neg_iou, "neg_iou")
+    if neg > pos:
+        raise ValueError(f"neg_iou must be <= pos_iou, got neg_iou={neg_iou} > pos_iou={pos_iou}")
+    return pos, neg
+
+
+def _positive_floats(values: Sequence[float], name: str) -> list[float]:
+    """A non-empty list of finite positive floats, or ValueError naming ``name``."""
+    try:
+        out = [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a sequence of positive numbers, got {values!r}") from None
+    if not out or not all(math.isfinite(v) and v > 0 for v in out):
+        raise ValueError(f"{name} must be a non-empty sequence of finite positive numbers, got {values!r}")
+    return out
+
+
+def _check_threshold(value: float, name: str) -> float:
+    """``float(value)`` when it lies in [0, 1], else ValueError naming ``name``."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}") from None
+    if not 0.0 <= out <= 1.0:  # also rejects NaN
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    return out
+
+
+def _check_boxes(boxes: Tensor, name: str, *, xyxy: bool = True) -> None:
+    """ValueError naming ``name`` unless ``boxes`` is ``(N, 4)`` (and, for boxes, x1 <= x2, y1 <= y2)."""
+    if not isinstance(boxes, Tensor) or boxes.ndim != 2 or boxes.shape[1] != 4:
+        shape = tuple(boxes.shape) if isinstance(boxes, Tensor) else type(boxes).__name__
+        raise ValueError(f"{name} must be a tensor of shape (N, 4), got {shape}")
+    if xyxy and (bool((boxes[:, 2] < boxes[:, 0]).any()) or bool((boxes[:, 3] < boxes[:, 1]).any())):
+        raise ValueError(f"{name} holds a box with x2 < x1 or y2 < y1; boxes must be xyxy")
+
+
+def _check_pair(anchors: Tensor, other: Tensor, other_name: str, *, other_is_box: bool) -> None:
+    """Both ``(N, 4)`` with the same ``N``; ``other`` is checked as xyxy boxes when ``other_is_box``."""
+    _check_boxes(anchors, "anchors")
+    _check_boxes(other, other_name, xyxy=other_is_box)
+    if other.shape[0] != anchors.shape[0]:
+        raise ValueError(
+            f"{other_name} must have the same number of rows as anchors, got {other.shape[0]} and {anchors.shape[0]}"
+        )
+
+
+def _check_weights(weights: Sequence[float]) -> tuple[float, float, float, float]:
+    """The four coder weights as positive floats, else ValueError naming ``weights``."""
+    try:
+        wx, wy, ww, wh = (float(v) for v in weights)
+    except (TypeError, ValueError):
+        raise ValueError(f"weights must be four positive numbers (wx, wy, ww, wh), got {weights!r}") from None
+    if not all(math.isfinite(v) and v > 0 for v in (wx, wy, ww, wh)):
+        raise ValueError(f"weights must be four finite positive numbers, got {weights!r}")
+    return wx, wy, ww, wh

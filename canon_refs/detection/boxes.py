@@ -42,34 +42,6 @@ __all__ = [
 ]
 
 
-def _check_last_dim(boxes: Tensor, name: str) -> None:
-    """Raise ``ValueError`` naming ``name`` unless ``boxes`` is a tensor whose last dim is 4."""
-    if not isinstance(boxes, Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(boxes).__name__}")
-    if boxes.ndim == 0 or boxes.shape[-1] != 4:
-        raise ValueError(f"{name} must have a last dimension of size 4, got shape {tuple(boxes.shape)}")
-
-
-def _check_xyxy(boxes: Tensor, name: str, *, matrix: bool) -> None:
-    """Validate an ``xyxy`` box tensor: last dim 4 (and 2-D when ``matrix``), ``x1 <= x2``, ``y1 <= y2``."""
-    _check_last_dim(boxes, name)
-    if matrix and boxes.ndim != 2:
-        raise ValueError(f"{name} must have shape (N, 4), got shape {tuple(boxes.shape)}")
-    if bool((boxes[..., 2] < boxes[..., 0]).any()) or bool((boxes[..., 3] < boxes[..., 1]).any()):
-        raise ValueError(f"{name} holds a box with x2 < x1 or y2 < y1; boxes must be xyxy with x1 <= x2, y1 <= y2")
-
-
-def _compute_dtype(*tensors: Tensor) -> tuple[torch.dtype, torch.dtype]:
-    """The (output dtype, internal dtype) pair: integers become float32, half precision runs in float32."""
-    out_dtype = tensors[0].dtype
-    for t in tensors[1:]:
-        out_dtype = torch.promote_types(out_dtype, t.dtype)
-    if not out_dtype.is_floating_point:
-        out_dtype = torch.float32
-    work_dtype = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
-    return out_dtype, work_dtype
-
-
 def box_cxcywh_to_xyxy(boxes: Tensor) -> Tensor:
     """Convert centre-size boxes ``(cx, cy, w, h)`` to corners ``(x1, y1, x2, y2)``.
 
@@ -134,8 +106,7 @@ def box_area(boxes: Tensor) -> Tensor:
         boxes: ``(N, 4)`` (or any ``(..., 4)``) tensor in ``xyxy`` with ``x1 <= x2`` and ``y1 <= y2``.
 
     Returns:
-        ``(N,)`` tensor, same dtype as ``boxes`` (a half-precision area above 65504 reads inf; the IoU
-        functions upcast internally for that reason).
+        ``(N,)`` tensor, same dtype as ``boxes``.
 
     Raises:
         ValueError: last dimension is not 4, or a box has ``x2 < x1`` or ``y2 < y1``.
@@ -166,8 +137,9 @@ def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
         boxes2: ``(M, 4)`` xyxy boxes.
 
     Returns:
-        ``(N, M)`` IoU in ``[0, 1]``, dtype of the promoted inputs (integers give float32). Zero-area
-        pairs give 0, not NaN: the union is clamped at ``finfo(dtype).eps``.
+        ``(N, M)`` IoU in ``[0, 1]``, dtype of the promoted inputs (integers give float32;
+        float16/bfloat16 are computed in float32 and cast back). A pair whose union has zero area
+        gives 0, not NaN.
 
     Raises:
         ValueError: an argument is not ``(N, 4)``, or holds a box with ``x2 < x1`` or ``y2 < y1``
@@ -191,9 +163,9 @@ def generalized_box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
         boxes2: ``(M, 4)`` xyxy boxes.
 
     Returns:
-        ``(N, M)`` GIoU in ``[-1, 1]``, dtype of the promoted inputs (integers give float32); always
-        ``<= box_iou``. Both denominators are clamped at ``finfo(dtype).eps``, so degenerate boxes give
-        finite values.
+        ``(N, M)`` GIoU in ``[-1, 1]``, dtype as :func:`box_iou` (half precision computed in float32);
+        always ``<= box_iou``. Degenerate boxes give finite values and gradients: a zero-area
+        enclosing box (two coincident points) gives 0.
 
     Raises:
         ValueError: an argument is not ``(N, 4)``, or holds a box with ``x2 < x1`` or ``y2 < y1``.
@@ -214,3 +186,31 @@ def generalized_box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     area_c = wh_c[..., 0] * wh_c[..., 1]                                    # (N, M)
     giou = iou - (area_c - union) / area_c.clamp_min(eps)                   # (N, M)
     return giou.to(out_dtype)
+
+
+def _check_last_dim(boxes: Tensor, name: str) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``boxes`` is a tensor whose last dim is 4."""
+    if not isinstance(boxes, Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(boxes).__name__}")
+    if boxes.ndim == 0 or boxes.shape[-1] != 4:
+        raise ValueError(f"{name} must have a last dimension of size 4, got shape {tuple(boxes.shape)}")
+
+
+def _check_xyxy(boxes: Tensor, name: str, *, matrix: bool) -> None:
+    """Validate an ``xyxy`` box tensor: last dim 4 (and 2-D when ``matrix``), ``x1 <= x2``, ``y1 <= y2``."""
+    _check_last_dim(boxes, name)
+    if matrix and boxes.ndim != 2:
+        raise ValueError(f"{name} must have shape (N, 4), got shape {tuple(boxes.shape)}")
+    if bool((boxes[..., 2] < boxes[..., 0]).any()) or bool((boxes[..., 3] < boxes[..., 1]).any()):
+        raise ValueError(f"{name} holds a box with x2 < x1 or y2 < y1; boxes must be xyxy with x1 <= x2, y1 <= y2")
+
+
+def _compute_dtype(*tensors: Tensor) -> tuple[torch.dtype, torch.dtype]:
+    """The (output dtype, internal dtype) pair: integers become float32, half precision runs in float32."""
+    out_dtype = tensors[0].dtype
+    for t in tensors[1:]:
+        out_dtype = torch.promote_types(out_dtype, t.dtype)
+    if not out_dtype.is_floating_point:
+        out_dtype = torch.float32
+    work_dtype = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
+    return out_dtype, work_dtype

@@ -43,27 +43,6 @@ __all__ = ["sigmoid_focal_loss", "softmax_focal_loss"]
 _REDUCTIONS = ("none", "mean", "sum")
 
 
-def _check_gamma_reduction(gamma: float, reduction: str) -> None:
-    """ValueError naming ``gamma`` (negative or non-finite) or ``reduction`` (unknown string)."""
-    try:
-        g = float(gamma)
-    except (TypeError, ValueError):
-        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}") from None
-    if not (math.isfinite(g) and g >= 0):
-        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-
-
-def _reduce(loss: Tensor, reduction: str) -> Tensor:
-    """Apply ``reduction`` ("none", "mean" or "sum") to an elementwise loss."""
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    return loss
-
-
 def sigmoid_focal_loss(
     logits: Tensor,
     targets: Tensor,
@@ -92,18 +71,8 @@ def sigmoid_focal_loss(
     Source: Lin et al., "Focal Loss for Dense Object Detection" (ICCV 2017), Eq. 5; torchvision
     ``ops.sigmoid_focal_loss``.
     """
-    if not isinstance(logits, Tensor) or not logits.is_floating_point():
-        raise ValueError("logits must be a floating-point tensor")
-    if not isinstance(targets, Tensor) or targets.shape != logits.shape:
-        shape = tuple(targets.shape) if isinstance(targets, Tensor) else type(targets).__name__
-        raise ValueError(f"targets must have the shape of logits {tuple(logits.shape)}, got {shape}")
-    _check_gamma_reduction(gamma, reduction)
-    if alpha is not None and not (0.0 <= float(alpha) <= 1.0):
-        raise ValueError(f"alpha must be in [0, 1] or None, got {alpha!r}")
-    t = targets.to(logits.dtype)
-    if bool(((t < 0) | (t > 1) | torch.isnan(t)).any()):
-        raise ValueError("targets must lie in [0, 1]")
-
+    _check_sigmoid_inputs(logits, targets, alpha, gamma, reduction)
+    t = targets.to(logits.dtype)                                            # (...,)
     ce = F.binary_cross_entropy_with_logits(logits, t, reduction="none")    # (...,)  stable log-sum-exp form
     one_minus_p_t = t * torch.sigmoid(-logits) + (1 - t) * torch.sigmoid(logits)  # (...,)
     loss = ce * one_minus_p_t.pow(gamma)                                    # (...,)
@@ -138,6 +107,33 @@ def softmax_focal_loss(
 
     Source: Lin et al. (2017), Sec. 3.2, extended to a softmax over classes.
     """
+    _check_softmax_inputs(logits, targets, alpha, gamma, reduction)
+    log_p = F.log_softmax(logits, dim=-1)                                   # (N, C)
+    log_p_t = log_p.gather(1, targets[:, None].long())[:, 0]                # (N,)
+    one_minus_p_t = -torch.expm1(log_p_t)                                   # (N,)
+    loss = -one_minus_p_t.pow(gamma) * log_p_t                              # (N,)
+    if alpha is not None:
+        loss = alpha.to(logits.dtype)[targets] * loss                       # (N,)
+    return _reduce(loss, reduction)
+
+
+def _check_sigmoid_inputs(logits: Tensor, targets: Tensor, alpha: float | None, gamma: float, reduction: str) -> None:
+    """ValueError for the argument errors :func:`sigmoid_focal_loss` documents."""
+    if not isinstance(logits, Tensor) or not logits.is_floating_point():
+        raise ValueError("logits must be a floating-point tensor")
+    if not isinstance(targets, Tensor) or targets.shape != logits.shape:
+        shape = tuple(targets.shape) if isinstance(targets, Tensor) else type(targets).__name__
+        raise ValueError(f"targets must have the shape of logits {tuple(logits.shape)}, got {shape}")
+    _check_gamma_reduction(gamma, reduction)
+    if alpha is not None and not (0.0 <= float(alpha) <= 1.0):
+        raise ValueError(f"alpha must be in [0, 1] or None, got {alpha!r}")
+    t = targets.to(logits.dtype)
+    if bool(((t < 0) | (t > 1) | torch.isnan(t)).any()):
+        raise ValueError("targets must lie in [0, 1]")
+
+
+def _check_softmax_inputs(logits: Tensor, targets: Tensor, alpha: Tensor | None, gamma: float, reduction: str) -> None:
+    """ValueError for the argument errors :func:`softmax_focal_loss` documents."""
     if not isinstance(logits, Tensor) or logits.ndim != 2 or not logits.is_floating_point():
         raise ValueError("logits must be a floating-point tensor of shape (N, C)")
     N, C = logits.shape
@@ -158,10 +154,23 @@ def softmax_focal_loss(
         if bool(((alpha < 0) | (alpha > 1) | torch.isnan(alpha)).any()):
             raise ValueError("alpha must lie in [0, 1]")
 
-    log_p = F.log_softmax(logits, dim=-1)                                   # (N, C)
-    log_p_t = log_p.gather(1, targets[:, None].long())[:, 0]                # (N,)
-    one_minus_p_t = -torch.expm1(log_p_t)                                   # (N,)
-    loss = -one_minus_p_t.pow(gamma) * log_p_t                              # (N,)
-    if alpha is not None:
-        loss = alpha.to(logits.dtype)[targets] * loss                       # (N,)
-    return _reduce(loss, reduction)
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    """Apply ``reduction`` ("none", "mean" or "sum") to an elementwise loss."""
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def _check_gamma_reduction(gamma: float, reduction: str) -> None:
+    """ValueError naming ``gamma`` (negative or non-finite) or ``reduction`` (unknown string)."""
+    try:
+        g = float(gamma)
+    except (TypeError, ValueError):
+        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}") from None
+    if not (math.isfinite(g) and g >= 0):
+        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")

@@ -36,39 +36,6 @@ from canon_refs.detection.boxes import box_iou
 __all__ = ["batched_nms", "nms"]
 
 
-def _check_inputs(boxes: Tensor, scores: Tensor, iou_threshold: float) -> None:
-    """Validate the arguments shared by ``nms`` and ``batched_nms`` (canon-spec #19 errors)."""
-    if not isinstance(boxes, Tensor) or boxes.ndim != 2 or boxes.shape[1] != 4:
-        shape = tuple(boxes.shape) if isinstance(boxes, Tensor) else type(boxes).__name__
-        raise ValueError(f"boxes must be a tensor of shape (N, 4), got {shape}")
-    if bool((boxes[:, 2] < boxes[:, 0]).any()) or bool((boxes[:, 3] < boxes[:, 1]).any()):
-        raise ValueError("boxes holds a box with x2 < x1 or y2 < y1; boxes must be xyxy")
-    if not isinstance(scores, Tensor) or scores.ndim != 1 or scores.shape[0] != boxes.shape[0]:
-        shape = tuple(scores.shape) if isinstance(scores, Tensor) else type(scores).__name__
-        raise ValueError(f"scores must be a tensor of shape (N,) = ({boxes.shape[0]},), got {shape}")
-    if bool(torch.isnan(scores).any()):
-        raise ValueError("scores contains NaN; NMS needs an ordering of the scores")
-    try:
-        threshold = float(iou_threshold)
-    except (TypeError, ValueError):
-        raise ValueError(f"iou_threshold must be a float in [0, 1], got {iou_threshold!r}") from None
-    if not 0.0 <= threshold <= 1.0:  # also rejects NaN
-        raise ValueError(f"iou_threshold must be in [0, 1], got {iou_threshold}")
-
-
-def _greedy_keep(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
-    """Greedy NMS on validated inputs; returns kept indices sorted by decreasing score."""
-    n = boxes.shape[0]
-    order = torch.sort(scores, descending=True, stable=True).indices        # (N,)
-    iou = box_iou(boxes[order], boxes[order])                               # (N, N)  rows/cols in score order
-    overlaps = iou > iou_threshold                                          # (N, N)
-    keep = torch.ones(n, dtype=torch.bool, device=boxes.device)             # (N,)
-    for i in range(n):
-        if keep[i]:
-            keep[i + 1 :] &= ~overlaps[i, i + 1 :]
-    return order[keep]                                                      # (K,)
-
-
 def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     """Greedy non-maximum suppression.
 
@@ -89,9 +56,15 @@ def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     Source: standard greedy NMS (e.g. Girshick et al., R-CNN, 2014); matches ``torchvision.ops.nms``.
     """
     _check_inputs(boxes, scores, iou_threshold)
-    if boxes.shape[0] == 0:
-        return torch.empty(0, dtype=torch.long, device=boxes.device)        # (0,)
-    return _greedy_keep(boxes, scores, iou_threshold)
+    n = boxes.shape[0]
+    order = torch.sort(scores, descending=True, stable=True).indices        # (N,)
+    iou = box_iou(boxes[order], boxes[order])                               # (N, N)  rows/cols in score order
+    overlaps = iou > iou_threshold                                          # (N, N)
+    keep = torch.ones(n, dtype=torch.bool, device=boxes.device)             # (N,)
+    for i in range(n):
+        if keep[i]:
+            keep[i + 1 :] &= ~overlaps[i, i + 1 :]
+    return order[keep]                                                      # (K,)
 
 
 def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: float) -> Tensor:
@@ -110,19 +83,43 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
     Raises:
         ValueError: as :func:`nms`, plus ``idxs`` not an integer ``(N,)`` tensor.
 
-    Source: the coordinate-offset trick of ``torchvision.ops.batched_nms``, with the span taken from
-    ``max - min`` so negative coordinates are separated too.
+    Source: ``torchvision.ops.batched_nms`` (one NMS over class-separated boxes).
     """
     _check_inputs(boxes, scores, iou_threshold)
-    if not isinstance(idxs, Tensor) or idxs.ndim != 1 or idxs.shape[0] != boxes.shape[0]:
-        shape = tuple(idxs.shape) if isinstance(idxs, Tensor) else type(idxs).__name__
-        raise ValueError(f"idxs must be a tensor of shape (N,) = ({boxes.shape[0]},), got {shape}")
-    if idxs.is_floating_point() or idxs.is_complex() or idxs.dtype == torch.bool:
-        raise ValueError(f"idxs must hold integer class ids, got dtype {idxs.dtype}")
+    _check_idxs(idxs, boxes.shape[0])
     if boxes.shape[0] == 0:
         return torch.empty(0, dtype=torch.long, device=boxes.device)        # (0,)
     wide = boxes.to(torch.float64)                                          # (N, 4)
     span = wide.max() - wide.min() + 1.0                                    # ()
     offsets = (idxs.to(torch.float64) * span)[:, None]                      # (N, 1)
     separated = wide + offsets                                              # (N, 4)  per-class offsets
-    return _greedy_keep(separated, scores, iou_threshold)
+    return nms(separated, scores, iou_threshold)                             # (K,)
+
+
+def _check_inputs(boxes: Tensor, scores: Tensor, iou_threshold: float) -> None:
+    """Validate the arguments shared by ``nms`` and ``batched_nms`` (canon-spec #19 errors)."""
+    if not isinstance(boxes, Tensor) or boxes.ndim != 2 or boxes.shape[1] != 4:
+        shape = tuple(boxes.shape) if isinstance(boxes, Tensor) else type(boxes).__name__
+        raise ValueError(f"boxes must be a tensor of shape (N, 4), got {shape}")
+    if bool((boxes[:, 2] < boxes[:, 0]).any()) or bool((boxes[:, 3] < boxes[:, 1]).any()):
+        raise ValueError("boxes holds a box with x2 < x1 or y2 < y1; boxes must be xyxy")
+    if not isinstance(scores, Tensor) or scores.ndim != 1 or scores.shape[0] != boxes.shape[0]:
+        shape = tuple(scores.shape) if isinstance(scores, Tensor) else type(scores).__name__
+        raise ValueError(f"scores must be a tensor of shape (N,) = ({boxes.shape[0]},), got {shape}")
+    if bool(torch.isnan(scores).any()):
+        raise ValueError("scores contains NaN; NMS needs an ordering of the scores")
+    try:
+        threshold = float(iou_threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"iou_threshold must be a float in [0, 1], got {iou_threshold!r}") from None
+    if not 0.0 <= threshold <= 1.0:  # also rejects NaN
+        raise ValueError(f"iou_threshold must be in [0, 1], got {iou_threshold}")
+
+
+def _check_idxs(idxs: Tensor, n: int) -> None:
+    """ValueError unless ``idxs`` is an integer tensor of shape ``(n,)``."""
+    if not isinstance(idxs, Tensor) or idxs.ndim != 1 or idxs.shape[0] != n:
+        shape = tuple(idxs.shape) if isinstance(idxs, Tensor) else type(idxs).__name__
+        raise ValueError(f"idxs must be a tensor of shape (N,) = ({n},), got {shape}")
+    if idxs.is_floating_point() or idxs.is_complex() or idxs.dtype == torch.bool:
+        raise ValueError(f"idxs must hold integer class ids, got dtype {idxs.dtype}")

@@ -210,6 +210,8 @@ HINTS: dict[int, ItemHints] = {
         "IoU = inter / union with lt = max(b1[:, None, :2], b2[None, :, :2]), rb = min(b1[:, None, 2:], b2[None, :, 2:]), "
         "wh = (rb - lt).clamp(min=0), inter = wh[..., 0]*wh[..., 1], union = area1[:, None] + area2[None, :] - inter.\n"
         "GIoU = IoU - (C - union)/C with C the area of the smallest enclosing box.\n"
+        "Conventions: float16/bfloat16 boxes are computed in float32 and the result cast back; a pair whose "
+        "union (or enclosing box) has zero area gives 0, not NaN.\n"
         "Shapes: boxes (N, 4), (M, 4); lt, rb, wh (N, M, 2); inter, union, IoU (N, M).",
         "Subtract the intersection from the union. Clamp wh at 0 so disjoint boxes give 0, not a positive "
         "product of two negatives. Divide by union.clamp_min(finfo(dtype).eps) so degenerate boxes stay "
@@ -220,26 +222,34 @@ HINTS: dict[int, ItemHints] = {
         "whose IoU with it is > threshold.\n"
         "batched_nms: offset each class's boxes by class_id * (max coordinate + 1) so classes never "
         "overlap, then one nms.\n"
+        "Conventions: suppress when IoU > threshold (strict); equal scores go lower index first, however "
+        "many are tied; the result is sorted by decreasing score.\n"
         "Shapes: boxes (N, 4), scores (N,), order (N,), IoU (N, N) or one row (N,), keep mask (N,), result (K,) long.",
-        "Suppress when IoU > threshold (strict, as torchvision): threshold 1.0 keeps everything, 0 "
-        "suppresses any overlap. Equal scores keep the lower index: sort with stable=True. A suppressed box "
-        "must not suppress others. Empty input returns an empty long tensor of shape (0,).",
+        "Threshold 1.0 keeps everything, 0 suppresses any overlap. torch.sort without stable=True orders "
+        "more than 16 ties arbitrarily on CPU: sort with stable=True. A suppressed box must not suppress "
+        "others. Empty input returns an empty long tensor of shape (0,).",
     ),
     20: ItemHints(
         "Anchors: per cell centre ((x + 0.5)*stride, (y + 0.5)*stride), per size s and ratio r = h/w: "
         "w = s/sqrt(r), h = s*sqrt(r). Matching: IoU (N_a, M), best gt per anchor; >= pos_iou -> gt index, "
         "< neg_iou -> -1, between -> -2.\n"
         "Encode: dx = (g_cx - a_cx)/a_w, dw = log(g_w/a_w).\n"
+        "Conventions: anchors ordered by cell row-major (y then x), then sizes outer, ratios inner; IoU "
+        "exactly pos_iou is positive, exactly neg_iou is ignore; low-quality rule: every anchor achieving a "
+        "gt's max IoU (> 0, ties included) becomes positive, assigned to its OWN best gt; decode clamps "
+        "dw, dh at log(1000/16); no gt: every anchor is -1.\n"
         "Shapes: shifts (H_f*W_f, 1, 4) + base anchors (A, 4) -> (N_a, 4); IoU (N_a, M); max/argmax (N_a,).",
-        "Order is cells row-major (y then x), then sizes outer, ratios inner. Low-quality rule: for each "
-        "gt, every anchor achieving its max IoU (> 0, ties included) becomes positive, assigned to its OWN "
-        "best gt. IoU exactly pos_iou is positive, exactly neg_iou is ignore. Clamp dw, dh at "
-        "log(1000/16) before exp in decode. No gt: every anchor is -1.",
+        "The low-quality rule is what gives a small or thin object any positive anchor at all; assigning "
+        "the promoted anchor to the gt that promoted it (instead of its own argmax) is the common slip. "
+        "exp of an unclamped size delta overflows (exp(89) is inf in float32). Zero anchors or zero gts "
+        "must not reach a max over an empty dim.",
     ),
     21: ItemHints(
         "FL = alpha_t * (1 - p_t)^gamma * CE, with CE = BCE-with-logits, p_t = p where target 1 else 1 - p, "
         "alpha_t = alpha where target 1 else 1 - alpha.\n"
         "Softmax version: p_t = exp(log_softmax(logits))[target], CE = -log p_t.\n"
+        "Conventions: alpha=None means no alpha weighting; reduction='mean' is the plain mean (over N for "
+        "the softmax form, not alpha-weighted); integer or bool targets are accepted (sigmoid form).\n"
         "Shapes: every intermediate has the logits' shape; reduction mean/sum gives ().",
         "Compute CE with binary_cross_entropy_with_logits / log_softmax, not log(sigmoid): logits of "
         "+-1e4 must give finite losses and gradients. alpha=None means no alpha weighting; gamma = 0 "
