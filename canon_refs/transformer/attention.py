@@ -42,19 +42,69 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def stable_softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """Softmax along ``dim`` with the row max subtracted before ``exp``.
+    """Softmax along ``dim`` that stays finite for any finite logits.
 
     ``x`` any shape ``(...,)``, floating; returns the same shape and dtype. float16/bfloat16 inputs are
-    computed in float32 and cast back. Subtracting the max makes the largest exponent ``exp(0) = 1``,
-    so logits of ±1e4 neither overflow nor divide 0 by 0. Finite inputs only: a row that is entirely
-    ``-inf`` is NaN here, which is why masks in this package use ``finfo.min`` (C10).
-    Source: the standard max-shift identity ``softmax(x) = softmax(x - c)``.
+    computed in float32 and cast back. Logits of ±1e4 give finite probabilities in [0, 1] that sum to 1
+    (to the rounding of values of that size). Finite inputs only: a row that is entirely ``-inf`` is
+    NaN, which is why masks in this package use ``finfo.min`` (C10).
+    Source: the standard softmax; equals ``torch.softmax`` on finite input.
     """
     z = x.to(_compute_dtype(x.dtype))
     shifted = z - z.amax(dim=dim, keepdim=True)                          # (...,)
     e = shifted.exp()
     probs = e / e.sum(dim=dim, keepdim=True)                             # (...,)
     return probs.to(x.dtype)
+
+
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
+                                 dropout_p: float = 0.0, scale: float | None = None,
+                                 return_weights: bool = False,
+                                 generator: torch.Generator | None = None) -> Tensor | tuple[Tensor, Tensor]:
+    """Attention ``softmax(q kᵀ · scale + mask) v`` over the last two dims.
+
+    Args:
+        q: ``(..., T_q, d_k)`` queries. k: ``(..., T_k, d_k)`` keys. v: ``(..., T_k, d_v)`` values.
+            Leading dims broadcast; all three share one floating dtype, which the output keeps
+            (float16/bfloat16: scores, mask and softmax are computed in float32, the result cast back).
+        mask: broadcastable to ``(..., T_q, T_k)``. bool = allow-mask (``True`` may attend): a False
+            entry gets weight exactly 0, and a query with no allowed key gets all-zero weights and a
+            zero output (not NaN, not a uniform average); floating = additive bias.
+        dropout_p: probability of zeroing a weight (inverted dropout, survivors scaled by
+            ``1 / (1 - p)``), drawn from ``generator``; callers pass 0 in eval mode.
+        scale: multiplies the scores; ``1 / sqrt(d_k)`` by default.
+        return_weights: also return the weights actually applied to v (after dropout), ``(..., T_q, T_k)``.
+
+    Returns ``out (..., T_q, d_v)`` or ``(out, weights)``.
+
+    Raises ValueError for rank < 2, non-float or mixed dtypes, ``d_k`` or ``T_k`` mismatch, leading dims
+    that do not broadcast, a mask that does not broadcast to ``(..., T_q, T_k)`` (or is neither bool nor
+    float), ``dropout_p`` outside [0, 1) and ``scale <= 0``.
+    Source: Vaswani et al. 2017, eq. 1; mask convention canon-spec C10.
+    """
+    _check_inputs(q, k, v, mask, dropout_p, scale)
+    compute = _compute_dtype(q.dtype)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = (q.to(compute) @ k.to(compute).transpose(-2, -1)) * scale   # (..., T_q, T_k)
+    allowed = None
+    if mask is not None and mask.dtype == torch.bool:
+        allowed = mask
+        scores = scores.masked_fill(~allowed, torch.finfo(compute).min)  # (..., T_q, T_k)
+    elif mask is not None:
+        scores = scores + mask.to(compute)                               # (..., T_q, T_k)
+    weights = stable_softmax(scores, dim=-1)                             # (..., T_q, T_k)
+    if allowed is not None:
+        weights = weights.masked_fill(~allowed, 0.0)                     # (..., T_q, T_k)  exact zeros
+    if dropout_p > 0.0:
+        draw = torch.rand(weights.shape, generator=generator,            # (..., T_q, T_k)
+                          dtype=compute, device=weights.device)
+        weights = weights * (draw >= dropout_p) / (1.0 - dropout_p)
+    weights = weights.to(q.dtype)
+    out = weights @ v                                                    # (..., T_q, d_v)
+    if return_weights:
+        return out, weights
+    return out
 
 
 def _check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
@@ -92,52 +142,3 @@ def _check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
     if scale is not None and not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be finite and > 0, got {scale}")
-
-
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
-                                 dropout_p: float = 0.0, scale: float | None = None,
-                                 return_weights: bool = False,
-                                 generator: torch.Generator | None = None) -> Tensor | tuple[Tensor, Tensor]:
-    """Attention ``softmax(q kᵀ · scale + mask) v`` over the last two dims.
-
-    Args:
-        q: ``(..., T_q, d_k)`` queries. k: ``(..., T_k, d_k)`` keys. v: ``(..., T_k, d_v)`` values.
-            Leading dims broadcast; all three share one floating dtype, which the output keeps.
-        mask: broadcastable to ``(..., T_q, T_k)``. bool = allow-mask (``True`` may attend), filled with
-            ``finfo.min`` where False and its weights zeroed afterwards (fully masked rows give exact
-            zeros); floating = additive bias.
-        dropout_p: probability of zeroing a weight (inverted dropout, survivors scaled by
-            ``1 / (1 - p)``), drawn from ``generator``; callers pass 0 in eval mode.
-        scale: multiplies the scores; ``1 / sqrt(d_k)`` by default.
-        return_weights: also return the weights actually applied to v (after dropout), ``(..., T_q, T_k)``.
-
-    Returns ``out (..., T_q, d_v)`` or ``(out, weights)``.
-
-    Raises ValueError for rank < 2, non-float or mixed dtypes, ``d_k`` or ``T_k`` mismatch, leading dims
-    that do not broadcast, a mask that does not broadcast to ``(..., T_q, T_k)`` (or is neither bool nor
-    float), ``dropout_p`` outside [0, 1) and ``scale <= 0``.
-    Source: Vaswani et al. 2017, eq. 1; mask convention canon-spec C10.
-    """
-    _check_inputs(q, k, v, mask, dropout_p, scale)
-    compute = _compute_dtype(q.dtype)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = (q.to(compute) @ k.to(compute).transpose(-2, -1)) * scale   # (..., T_q, T_k)
-    allowed = None
-    if mask is not None and mask.dtype == torch.bool:
-        allowed = mask
-        scores = scores.masked_fill(~allowed, torch.finfo(compute).min)  # (..., T_q, T_k)
-    elif mask is not None:
-        scores = scores + mask.to(compute)                               # (..., T_q, T_k)
-    weights = stable_softmax(scores, dim=-1)                             # (..., T_q, T_k)
-    if allowed is not None:
-        weights = weights.masked_fill(~allowed, 0.0)                     # (..., T_q, T_k)  exact zeros
-    if dropout_p > 0.0:
-        draw = torch.rand(weights.shape, generator=generator,            # (..., T_q, T_k)
-                          dtype=compute, device=weights.device)
-        weights = weights * (draw >= dropout_p) / (1.0 - dropout_p)
-    weights = weights.to(q.dtype)
-    out = weights @ v                                                    # (..., T_q, d_v)
-    if return_weights:
-        return out, weights
-    return out

@@ -41,17 +41,6 @@ __all__ = [
 ]
 
 
-def _as_bool_2d(mask: Tensor, name: str) -> Tensor:
-    """A ``(B, T)`` bool|int mask as bool (``mask != 0``); ValueError naming ``name`` otherwise."""
-    if mask.dim() != 2:
-        raise ValueError(f"{name} must be 2-D (B, T), got shape {tuple(mask.shape)}")
-    if mask.dtype == torch.bool:
-        return mask
-    if mask.is_floating_point() or mask.is_complex():
-        raise ValueError(f"{name} must be bool or integer 0/1, got {mask.dtype}")
-    return mask != 0
-
-
 def causal_mask(T_q: int, T_k: int | None = None, *, device: torch.device | str | None = None) -> Tensor:
     """Bottom-right aligned causal allow-mask, ``(T_q, T_k)`` bool.
 
@@ -62,10 +51,7 @@ def causal_mask(T_q: int, T_k: int | None = None, *, device: torch.device | str 
     """
     if T_k is None:
         T_k = T_q
-    if T_q < 1:
-        raise ValueError(f"T_q must be >= 1, got {T_q}")
-    if T_k < T_q:
-        raise ValueError(f"T_k must be >= T_q (queries are the last T_q of T_k positions), got T_k={T_k}, T_q={T_q}")
+    _check_causal_sizes(T_q, T_k)
     query_pos = torch.arange(T_k - T_q, T_k, device=device)[:, None]     # (T_q, 1)
     key_pos = torch.arange(T_k, device=device)[None, :]                  # (1, T_k)
     return key_pos <= query_pos                                          # (T_q, T_k)
@@ -81,18 +67,10 @@ def padding_mask(lengths: Tensor, T: int | None = None, *,
     lengths greater than ``T``, negative ``T`` and an unknown ``side``.
     """
     lengths = torch.as_tensor(lengths)                                   # (B,)
-    if lengths.dim() != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
-        raise ValueError(f"lengths must be a 1-D integer tensor (B,), got {lengths.dtype} {tuple(lengths.shape)}")
-    if side not in ("right", "left"):
-        raise ValueError(f"side must be 'right' or 'left', got {side!r}")
-    if (lengths < 0).any():
-        raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
+    _check_lengths(lengths, side)
     if T is None:
         T = int(lengths.max()) if lengths.numel() else 0
-    if T < 0:
-        raise ValueError(f"T must be >= 0, got {T}")
-    if (lengths > T).any():
-        raise ValueError(f"lengths must be <= T={T}, got {lengths.tolist()}")
+    _check_padded_length(lengths, T)
     idx = torch.arange(T, device=lengths.device)[None, :]                # (1, T)
     if side == "right":
         return idx < lengths[:, None]                                    # (B, T)
@@ -119,13 +97,8 @@ def combine_masks(*masks: Tensor | None) -> Tensor | None:
     present = [m for m in masks if m is not None]
     if not present:
         return None
-    for i, m in enumerate(present):
-        if m.is_floating_point() or m.is_complex():
-            raise ValueError(f"masks must be bool or integer allow-masks, got {m.dtype} for mask #{i}")
-    try:
-        shape = torch.broadcast_shapes(*(m.shape for m in present))
-    except RuntimeError as err:
-        raise ValueError(f"masks of shapes {[tuple(m.shape) for m in present]} do not broadcast") from err
+    _check_allow_masks(present)
+    shape = torch.broadcast_shapes(*(m.shape for m in present))
     out = torch.ones(shape, dtype=torch.bool, device=present[0].device)  # (...,)
     for m in present:
         out = out & (m != 0)
@@ -138,10 +111,7 @@ def mask_to_bias(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     ``finfo(float16).min == -65504``; the bias never contains ``-inf``, so even a fully masked row
     softmaxes to finite values. Raises ValueError if ``mask`` is not bool or ``dtype`` is not floating.
     """
-    if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a bool allow-mask, got {mask.dtype}")
-    if not dtype.is_floating_point:
-        raise ValueError(f"dtype must be a floating dtype, got {dtype}")
+    _check_bias_args(mask, dtype)
     bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device)      # (...,)
     return bias.masked_fill(~mask, torch.finfo(dtype).min)               # (...,)
 
@@ -173,3 +143,59 @@ def positions_from_mask(attention_mask: Tensor) -> Tensor:
     valid = _as_bool_2d(attention_mask, "attention_mask")
     counts = valid.long().cumsum(dim=1)                                  # (B, T)
     return (counts - 1).clamp(min=0)                                     # (B, T)
+
+
+def _check_causal_sizes(T_q: int, T_k: int) -> None:
+    """ValueError unless ``1 <= T_q <= T_k``."""
+    if T_q < 1:
+        raise ValueError(f"T_q must be >= 1, got {T_q}")
+    if T_k < T_q:
+        raise ValueError(f"T_k must be >= T_q (queries are the last T_q of T_k positions), got T_k={T_k}, T_q={T_q}")
+
+
+def _check_lengths(lengths: Tensor, side: str) -> None:
+    """ValueError unless ``lengths`` is a 1-D non-negative integer tensor and ``side`` is known."""
+    if lengths.dim() != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must be a 1-D integer tensor (B,), got {lengths.dtype} {tuple(lengths.shape)}")
+    if side not in ("right", "left"):
+        raise ValueError(f"side must be 'right' or 'left', got {side!r}")
+    if (lengths < 0).any():
+        raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
+
+
+def _check_padded_length(lengths: Tensor, T: int) -> None:
+    """ValueError unless ``0 <= lengths <= T``."""
+    if T < 0:
+        raise ValueError(f"T must be >= 0, got {T}")
+    if (lengths > T).any():
+        raise ValueError(f"lengths must be <= T={T}, got {lengths.tolist()}")
+
+
+def _check_allow_masks(present: list[Tensor]) -> None:
+    """ValueError unless every mask is bool or integer and their shapes broadcast."""
+    for i, m in enumerate(present):
+        if m.is_floating_point() or m.is_complex():
+            raise ValueError(f"masks must be bool or integer allow-masks, got {m.dtype} for mask #{i}")
+    try:
+        torch.broadcast_shapes(*(m.shape for m in present))
+    except RuntimeError as err:
+        raise ValueError(f"masks of shapes {[tuple(m.shape) for m in present]} do not broadcast") from err
+
+
+def _check_bias_args(mask: Tensor, dtype: torch.dtype) -> None:
+    """ValueError unless ``mask`` is bool and ``dtype`` floating."""
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool allow-mask, got {mask.dtype}")
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating dtype, got {dtype}")
+
+
+def _as_bool_2d(mask: Tensor, name: str) -> Tensor:
+    """A ``(B, T)`` bool|int mask as bool (``mask != 0``); ValueError naming ``name`` otherwise."""
+    if mask.dim() != 2:
+        raise ValueError(f"{name} must be 2-D (B, T), got shape {tuple(mask.shape)}")
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.is_floating_point() or mask.is_complex():
+        raise ValueError(f"{name} must be bool or integer 0/1, got {mask.dtype}")
+    return mask != 0

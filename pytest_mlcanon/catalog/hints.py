@@ -287,6 +287,9 @@ HINTS: dict[int, ItemHints] = {
     ),
     25: ItemHints(
         "out = softmax(q k^T * scale + mask) v with scale = 1/sqrt(d_k).\n"
+        "Conventions: a bool mask is an ALLOW mask (True may attend); a False entry gets weight exactly 0 and "
+        "a query with no allowed key returns zeros; a float mask is an additive bias; float16/bfloat16 are "
+        "computed in float32 and cast back; dropout is inverted (survivors / (1 - p)), drawn from generator.\n"
         "Shapes: q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v); scores and weights (..., T_q, T_k); "
         "out (..., T_q, d_v).",
         "Transpose K with k.transpose(-2, -1) (k.T reverses every axis of a 4-D tensor). A bool mask is an "
