@@ -49,10 +49,7 @@ class KVCache:
 
     def __init__(self, batch_size: int, n_kv_heads: int, head_dim: int, max_len: int, *,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
-        for name, value in (("batch_size", batch_size), ("n_kv_heads", n_kv_heads),
-                            ("head_dim", head_dim), ("max_len", max_len)):
-            if int(value) != value or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value}")
+        _check_sizes(batch_size=batch_size, n_kv_heads=n_kv_heads, head_dim=head_dim, max_len=max_len)
         shape = (batch_size, n_kv_heads, max_len, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)          # (B, H_kv, max_len, d_h)
         self.v = torch.zeros(shape, dtype=dtype, device=device)          # (B, H_kv, max_len, d_h)
@@ -69,21 +66,12 @@ class KVCache:
 
         ``k_new``, ``v_new``: ``(B, H_kv, T_new, d_h)``, the buffers' dtype. Writes them at
         ``[length, length + T_new)`` and returns ``(k, v)``, each ``(B, H_kv, L, d_h)``, views sharing
-        the buffers' storage (no copy). Raises ValueError, leaving the cache unchanged, if a shape or
-        dtype differs from the buffers or if ``length + T_new > max_len``.
+        the buffers' storage (no copy). Raises ValueError if a shape or dtype differs from the buffers
+        or if ``length + T_new > max_len``; an update that raises leaves ``length`` and the cached
+        positions unchanged.
         """
-        B, H_kv, _, d_h = self.k.shape
-        for name, t in (("k_new", k_new), ("v_new", v_new)):
-            if t.dim() != 4 or t.shape[0] != B or t.shape[1] != H_kv or t.shape[3] != d_h:
-                raise ValueError(f"{name} must be (B={B}, H_kv={H_kv}, T_new, d_h={d_h}), got {tuple(t.shape)}")
-            if t.dtype != self.k.dtype:
-                raise ValueError(f"{name} dtype {t.dtype} differs from the cache dtype {self.k.dtype}")
-        if v_new.shape != k_new.shape:
-            raise ValueError(f"v_new shape {tuple(v_new.shape)} differs from k_new shape {tuple(k_new.shape)}")
+        self._check_update(k_new, v_new)
         start, end = self._length, self._length + k_new.shape[2]
-        if end > self.max_len:
-            raise ValueError(f"k_new would overflow the cache: length {self._length} + T_new "
-                             f"{k_new.shape[2]} > max_len={self.max_len}")
         self.k[:, :, start:end] = k_new                                  # (B, H_kv, T_new, d_h)
         self.v[:, :, start:end] = v_new                                  # (B, H_kv, T_new, d_h)
         self._length = end
@@ -97,6 +85,20 @@ class KVCache:
         """Bytes held by both buffers: ``2 · B · H_kv · max_len · d_h · element_size``."""
         return 2 * self.k.numel() * self.k.element_size()
 
+    def _check_update(self, k_new: Tensor, v_new: Tensor) -> None:
+        """ValueError unless both are ``(B, H_kv, T_new, d_h)`` in the buffers' dtype and fit ``max_len``."""
+        B, H_kv, _, d_h = self.k.shape
+        for name, t in (("k_new", k_new), ("v_new", v_new)):
+            if t.dim() != 4 or t.shape[0] != B or t.shape[1] != H_kv or t.shape[3] != d_h:
+                raise ValueError(f"{name} must be (B={B}, H_kv={H_kv}, T_new, d_h={d_h}), got {tuple(t.shape)}")
+            if t.dtype != self.k.dtype:
+                raise ValueError(f"{name} dtype {t.dtype} differs from the cache dtype {self.k.dtype}")
+        if v_new.shape != k_new.shape:
+            raise ValueError(f"v_new shape {tuple(v_new.shape)} differs from k_new shape {tuple(k_new.shape)}")
+        if self._length + k_new.shape[2] > self.max_len:
+            raise ValueError(f"k_new would overflow the cache: length {self._length} + T_new "
+                             f"{k_new.shape[2]} > max_len={self.max_len}")
+
 
 def kv_cache_bytes(n_layers: int, batch_size: int, n_kv_heads: int, head_dim: int, seq_len: int,
                    bytes_per_elem: int = 2) -> int:
@@ -105,11 +107,22 @@ def kv_cache_bytes(n_layers: int, batch_size: int, n_kv_heads: int, head_dim: in
     ``bytes_per_elem`` is 2 for float16/bfloat16. ``kv_cache_bytes(32, 1, 8, 128, 8192) == 2**30``.
     Raises ValueError if any argument is negative or ``bytes_per_elem < 1``.
     """
-    args = {"n_layers": n_layers, "batch_size": batch_size, "n_kv_heads": n_kv_heads,
-            "head_dim": head_dim, "seq_len": seq_len}
-    for name, value in args.items():
-        if value < 0:
-            raise ValueError(f"{name} must be >= 0, got {value}")
+    _check_counts(n_layers=n_layers, batch_size=batch_size, n_kv_heads=n_kv_heads, head_dim=head_dim,
+                  seq_len=seq_len)
     if bytes_per_elem < 1:
         raise ValueError(f"bytes_per_elem must be >= 1, got {bytes_per_elem}")
     return 2 * n_layers * batch_size * n_kv_heads * head_dim * seq_len * bytes_per_elem
+
+
+def _check_sizes(**sizes: int) -> None:
+    """ValueError naming the first size that is not a positive integer."""
+    for name, value in sizes.items():
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value}")
+
+
+def _check_counts(**counts: int) -> None:
+    """ValueError naming the first count that is negative."""
+    for name, value in counts.items():
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")

@@ -68,14 +68,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, *, d_context: int | None = None, bias: bool = True,
                  dropout: float = 0.0, rope: RotaryEmbedding | None = None) -> None:
         super().__init__()
-        if d_model < 1:
-            raise ValueError(f"d_model must be >= 1, got {d_model}")
-        if n_heads < 1 or d_model % n_heads != 0:
-            raise ValueError(f"n_heads must be >= 1 and divide d_model={d_model}, got n_heads={n_heads}")
-        if d_context is not None and d_context < 1:
-            raise ValueError(f"d_context must be >= 1 or None, got {d_context}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        _check_sizes(d_model, n_heads, d_context, dropout)
         self.d_model = d_model
         self.n_heads = n_heads
         self.head_dim = d_model // n_heads
@@ -92,8 +85,7 @@ class MultiHeadAttention(nn.Module):
 
         Raises ValueError if ``x`` is not 3-D with last dim ``d_model``.
         """
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must be (B, T, d_model={self.d_model}), got shape {tuple(x.shape)}")
+        _check_shape(x, "x", (None, None, self.d_model), "(B, T, d_model)")
         B, T, _ = x.shape
         heads = x.reshape(B, T, self.n_heads, self.head_dim)             # (B, T, H, d_h)
         return heads.transpose(1, 2)                                     # (B, H, T, d_h)
@@ -103,49 +95,16 @@ class MultiHeadAttention(nn.Module):
 
         Raises ValueError if ``x`` is not ``(B, n_heads, T, head_dim)``.
         """
-        if x.dim() != 4 or x.shape[1] != self.n_heads or x.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"x must be (B, H={self.n_heads}, T, d_h={self.head_dim}), got shape {tuple(x.shape)}")
+        _check_shape(x, "x", (None, self.n_heads, None, self.head_dim), "(B, H, T, d_h)")
         B, _, T, _ = x.shape
         return x.transpose(1, 2).reshape(B, T, self.d_model)             # (B, T, d)
 
-    def _check_inputs(self, x: Tensor, context: Tensor | None, kv_cache: KVCache | None,
-                      positions: Tensor | None) -> None:
-        """ValueError for every input problem of ``forward`` that is not about the mask."""
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must be (B, T_q, d_model={self.d_model}), got shape {tuple(x.shape)}")
-        if context is not None:
-            if kv_cache is not None:
-                raise ValueError("kv_cache is for self-attention only; it cannot be combined with context")
-            if self.rope is not None:
-                raise ValueError("rope is for self-attention only; it cannot be combined with context")
-            if context.dim() != 3 or context.shape[-1] != self.d_context:
-                raise ValueError(
-                    f"context must be (B, T_k, d_context={self.d_context}), got shape {tuple(context.shape)}")
-            if context.shape[0] != x.shape[0]:
-                raise ValueError(f"context batch size {context.shape[0]} differs from x batch size {x.shape[0]}")
-        if self.rope is not None and positions is not None:
-            B, T_q, _ = x.shape
-            if positions.shape not in ((T_q,), (B, T_q)):
-                raise ValueError(f"positions must be (T_q,) or (B, T_q) = ({B}, {T_q}), got {tuple(positions.shape)}")
-
-    def _attention_mask(self, mask: Tensor | None, is_causal: bool, B: int, T_q: int, T_k: int,
+    def _attention_mask(self, mask: Tensor | None, is_causal: bool, T_q: int, T_k: int,
                         device: torch.device) -> Tensor | None:
-        """Validate ``mask`` against ``(B, H, T_q, T_k)`` and AND in the causal mask; returns a mask
-        that broadcasts to ``(B, H, T_q, T_k)`` (bool allow-mask or float bias) or None."""
-        if mask is not None:
-            if mask.dtype != torch.bool and not mask.is_floating_point():
-                raise ValueError(f"mask must be bool (allow-mask) or floating (bias), got {mask.dtype}")
-            if mask.dim() not in (2, 3, 4):
-                raise ValueError(f"mask must be (T_q, T_k), (B, T_q, T_k) or (B, 1|H, T_q, T_k), "
-                                 f"got {tuple(mask.shape)}")
-            if mask.dim() == 3:
-                mask = mask.unsqueeze(1)                                 # (B_m, 1, Q_m, K_m)  sizes 1 broadcast
-            target = (B, self.n_heads, T_q, T_k)[-mask.dim():]
-            if any(m not in (1, t) for m, t in zip(mask.shape, target)):
-                raise ValueError(f"mask of shape {tuple(mask.shape)} does not fit (B, H, T_q, T_k) = "
-                                 f"{(B, self.n_heads, T_q, T_k)}; 2-D masks are (T_q, T_k), convert key "
-                                 f"padding (B, T_k) with key_padding_to_attention")
+        """``mask`` (3-D read as ``(B, 1, T_q, T_k)``) ANDed with the causal mask when ``is_causal``; the
+        result broadcasts to ``(B, H, T_q, T_k)`` (bool allow-mask or float bias) or is None."""
+        if mask is not None and mask.dim() == 3:
+            mask = mask.unsqueeze(1)                                     # (B, 1, T_q, T_k)
         if not is_causal:
             return mask
         causal = causal_mask(T_q, T_k, device=device)                    # (T_q, T_k)
@@ -184,15 +143,15 @@ class MultiHeadAttention(nn.Module):
 
         Returns ``(B, T_q, d)`` or ``(out, weights)``.
 
-        Raises ValueError (before the cache is touched) for a bad ``x`` or ``context`` shape, a batch
-        mismatch, ``kv_cache`` or ``rope`` together with ``context``, a bad ``positions`` shape or a mask
-        that does not fit ``(B, H, T_q, T_k)``.
+        Raises ValueError for a bad ``x`` or ``context`` shape, a batch mismatch, ``kv_cache`` or ``rope``
+        together with ``context``, a bad ``positions`` shape or a mask that does not fit
+        ``(B, H, T_q, T_k)``; a call that raises leaves ``kv_cache`` unchanged.
         """
-        self._check_inputs(x, context, kv_cache, positions)
+        self._check_inputs(x, context, mask, kv_cache, positions)
         B, T_q, _ = x.shape
         past = 0 if kv_cache is None else int(kv_cache.length)
         T_k = past + T_q if context is None else context.shape[1]
-        attn_mask = self._attention_mask(mask, is_causal, B, T_q, T_k, x.device)
+        attn_mask = self._attention_mask(mask, is_causal, T_q, T_k, x.device)
         source = x if context is None else context
         q = self.split_heads(self.q_proj(x))                             # (B, H, T_q, d_h)
         k = self.split_heads(self.k_proj(source))                        # (B, H, T_s, d_h)
@@ -208,6 +167,42 @@ class MultiHeadAttention(nn.Module):
         if return_weights:
             return out, weights
         return out
+
+    def _check_inputs(self, x: Tensor, context: Tensor | None, mask: Tensor | None, kv_cache: KVCache | None,
+                      positions: Tensor | None) -> None:
+        """ValueError for every input problem of ``forward``, raised before the cache is touched."""
+        _check_shape(x, "x", (None, None, self.d_model), "(B, T_q, d_model)")
+        if context is not None:
+            if kv_cache is not None:
+                raise ValueError("kv_cache is for self-attention only; it cannot be combined with context")
+            if self.rope is not None:
+                raise ValueError("rope is for self-attention only; it cannot be combined with context")
+            if context.dim() != 3 or context.shape[-1] != self.d_context:
+                raise ValueError(
+                    f"context must be (B, T_k, d_context={self.d_context}), got shape {tuple(context.shape)}")
+            if context.shape[0] != x.shape[0]:
+                raise ValueError(f"context batch size {context.shape[0]} differs from x batch size {x.shape[0]}")
+        if self.rope is not None and positions is not None:
+            B, T_q, _ = x.shape
+            if positions.shape not in ((T_q,), (B, T_q)):
+                raise ValueError(f"positions must be (T_q,) or (B, T_q) = ({B}, {T_q}), got {tuple(positions.shape)}")
+        if mask is not None:
+            past = 0 if kv_cache is None else int(kv_cache.length)
+            T_k = past + x.shape[1] if context is None else context.shape[1]
+            self._check_mask(mask, x.shape[0], x.shape[1], T_k)
+
+    def _check_mask(self, mask: Tensor, B: int, T_q: int, T_k: int) -> None:
+        """ValueError unless ``mask`` is bool or float and fits ``(B, H, T_q, T_k)`` as documented."""
+        if mask.dtype != torch.bool and not mask.is_floating_point():
+            raise ValueError(f"mask must be bool (allow-mask) or floating (bias), got {mask.dtype}")
+        if mask.dim() not in (2, 3, 4):
+            raise ValueError(f"mask must be (T_q, T_k), (B, T_q, T_k) or (B, 1|H, T_q, T_k), got {tuple(mask.shape)}")
+        shape = mask.shape if mask.dim() != 3 else (mask.shape[0], 1, *mask.shape[1:])
+        target = (B, self.n_heads, T_q, T_k)[-len(shape):]
+        if any(m not in (1, t) for m, t in zip(shape, target)):
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not fit (B, H, T_q, T_k) = "
+                             f"{(B, self.n_heads, T_q, T_k)}; 2-D masks are (T_q, T_k), convert key "
+                             f"padding (B, T_k) with key_padding_to_attention")
 
 
 class CrossAttention(MultiHeadAttention):
@@ -232,13 +227,34 @@ class CrossAttention(MultiHeadAttention):
         Raises ValueError if ``context`` is None, for a batch mismatch, a context width other than
         ``d_context`` or a ``context_mask`` that is not ``(B, T_k)``.
         """
-        if context is None:
-            raise ValueError("context is required for cross-attention, got None")
-        self._check_inputs(x, context, None, None)
+        _check_context(context, context_mask)
         mask = None
         if context_mask is not None:
-            if context_mask.shape != context.shape[:2]:
-                raise ValueError(f"context_mask must be (B, T_k) = {tuple(context.shape[:2])}, "
-                                 f"got {tuple(context_mask.shape)}")
             mask = key_padding_to_attention(context_mask)                # (B, 1, 1, T_k)
         return super().forward(x, context, mask, return_weights=return_weights)
+
+
+def _check_sizes(d_model: int, n_heads: int, d_context: int | None, dropout: float) -> None:
+    """ValueError for the constructor arguments ``MultiHeadAttention`` rejects."""
+    if d_model < 1:
+        raise ValueError(f"d_model must be >= 1, got {d_model}")
+    if n_heads < 1 or d_model % n_heads != 0:
+        raise ValueError(f"n_heads must be >= 1 and divide d_model={d_model}, got n_heads={n_heads}")
+    if d_context is not None and d_context < 1:
+        raise ValueError(f"d_context must be >= 1 or None, got {d_context}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+
+
+def _check_shape(x: Tensor, name: str, sizes: tuple[int | None, ...], layout: str) -> None:
+    """ValueError unless ``x`` has ``len(sizes)`` dims and every non-None size matches."""
+    if x.dim() != len(sizes) or any(s is not None and s != n for s, n in zip(sizes, x.shape)):
+        raise ValueError(f"{name} must be {layout} = {sizes}, got shape {tuple(x.shape)}")
+
+
+def _check_context(context: Tensor | None, context_mask: Tensor | None) -> None:
+    """ValueError if ``context`` is missing or ``context_mask`` is not ``(B, T_k)``."""
+    if context is None:
+        raise ValueError("context is required for cross-attention, got None")
+    if context_mask is not None and context_mask.shape != context.shape[:2]:
+        raise ValueError(f"context_mask must be (B, T_k) = {tuple(context.shape[:2])}, got {tuple(context_mask.shape)}")

@@ -300,6 +300,9 @@ HINTS: dict[int, ItemHints] = {
     26: ItemHints(
         "q, k, v = proj(x); split heads (B, T, d) -> (B, T, H, d_h) -> (B, H, T, d_h); attention per head "
         "(#25); merge (B, H, T, d_h) -> (B, T, H, d_h) -> (B, T, d); out_proj.\n"
+        "Conventions: masks are (T_q, T_k), (B, T_q, T_k) or (B, 1|H, T_q, T_k), bool allow or float bias; "
+        "with a cache the causal mask and the default RoPE positions start at the cache length, and RoPE "
+        "is applied before keys enter the cache; dropout only in training.\n"
         "Shapes: x (B, T_q, d), split (B, H, T, d_h) with d_h = d // H, weights (B, H, T_q, T_k).",
         "After transpose(1, 2) the tensor is not contiguous: merge with .reshape (or .contiguous().view), "
         "never .view. The causal mask of a cached step is offset by the cache length "
@@ -317,6 +320,8 @@ HINTS: dict[int, ItemHints] = {
     28: ItemHints(
         "Queries from x, keys and values from context: q = W_q x (B, T_q, d), k, v = W_k c, W_v c (B, T_k, d), "
         "then multi-head attention with a context padding mask and no causal mask.\n"
+        "Conventions: context_mask (B, T_k) is True/1 for real tokens; a row with no real context token "
+        "returns out_proj.bias (zero attention output).\n"
         "Shapes: q (B, H, T_q, d_h), k, v (B, H, T_k, d_h), context mask (B, 1, 1, T_k), output (B, T_q, d).",
         "k_proj and v_proj take d_context inputs, not d_model. A batch row whose context is fully masked "
         "must give zeros before out_proj (so the output is out_proj.bias), not NaN: finite mask value and "
@@ -361,6 +366,8 @@ HINTS: dict[int, ItemHints] = {
         "Preallocate k, v buffers (B, H_kv, max_len, d_h); update writes new keys at [length, length + T_new) "
         "and returns views [:, :, :length] of everything so far.\n"
         "Memory: 2 * layers * B * H_kv * T * d_h * bytes (the 2 is K and V).\n"
+        "Conventions: update returns views sharing the buffers' storage; an update that raises (overflow "
+        "past max_len is a ValueError) leaves length and the cached positions unchanged.\n"
         "Shapes: k_new, v_new (B, H_kv, T_new, d_h); returned views (B, H_kv, L, d_h).",
         "Validate before writing: an append past max_len must leave the cache unchanged. Return views "
         "(slices) of the buffers, not copies or torch.cat results. The attention that uses the cache must "

@@ -1,6 +1,10 @@
 """The DETR set-prediction loss: Hungarian matching of queries to objects, then CE ...
 
-TODO: your plan (not implemented yet).
+Plan: per image, build the (Q, M) matching cost -w_cls p(class) + w_L1 |b - b'|_1 - w_giou GIoU in
+float64 without gradients (using -p rather than -log p, as DETR does, keeps it commensurate with the
+box terms), solve it with the Hungarian algorithm, then compute the losses on the matched pairs:
+weighted cross-entropy over all queries (unmatched -> "no object", down-weighted by eos_coef) and
+L1 + (1 - GIoU) over matched boxes normalised by the number of targets.
 """
 
 from __future__ import annotations
@@ -26,28 +30,22 @@ def hungarian_match(
     cost_bbox: float = 5.0,
     cost_giou: float = 2.0,
 ) -> tuple[Tensor, Tensor]:
-    """Match the ``Q`` predictions of one image to its ``M`` targets at minimum total cost.
-
-    Args:
-        pred_logits: ``(Q, C + 1)`` class logits, index ``C`` = "no object".
-        pred_boxes: ``(Q, 4)`` predicted boxes, ``cxcywh`` normalised to [0, 1].
-        tgt_labels: ``(M,)`` integer class ids in ``[0, C)``.
-        tgt_boxes: ``(M, 4)`` target boxes, ``cxcywh`` in [0, 1].
-        cost_class, cost_bbox, cost_giou: weights of the three cost terms (DETR: 1, 5, 2).
-
-    Returns:
-        ``pred_idx, tgt_idx``: two ``(K,)`` long tensors, ``K = min(Q, M)`` (``= M`` whenever
-        ``Q >= M``, as DETR assumes), ordered by ascending ``pred_idx``; query ``pred_idx[k]`` is
-        matched to target ``tgt_idx[k]``. The cost is built in float64 without gradients.
-
-    Raises:
-        ValueError: ``pred_logits`` not 2-D, ``pred_boxes`` not ``(Q, 4)``, ``tgt_boxes`` not ``(M, 4)``,
-        ``tgt_labels`` not 1-D integers in ``[0, C)``.
-
-    Source: Carion et al., "End-to-End Object Detection with Transformers" (2020), Eq. 1 and the
-    matching cost of Sec. 3.1 (``HungarianMatcher`` of the official code).
-    """
-    raise NotImplementedError("hungarian_match: not implemented yet")
+    """Match the ``Q`` predictions of one image to its ``M`` targets at minimum total cost."""
+    device = pred_logits.device
+    Q, M = pred_logits.shape[0], tgt_labels.shape[0]
+    if Q == 0 or M == 0:
+        empty = torch.empty(0, dtype=torch.long, device=device)
+        return empty, empty.clone()
+    prob = pred_logits.double().softmax(dim=-1)  # (Q, C + 1)
+    pb = pred_boxes.double()
+    tb = tgt_boxes.double()
+    c_class = -prob[:, tgt_labels.long()]  # (Q, M)
+    c_bbox = torch.cdist(pb, tb, p=1)  # (Q, M)
+    c_giou = -generalized_box_iou(box_cxcywh_to_xyxy(pb), box_cxcywh_to_xyxy(tb))  # (Q, M)
+    cost = cost_class * c_class + cost_bbox * c_bbox + cost_giou * c_giou
+    rows, cols = linear_sum_assignment(cost.cpu().numpy())
+    return (torch.as_tensor(rows, dtype=torch.long, device=device),
+            torch.as_tensor(cols, dtype=torch.long, device=device))
 
 
 def detr_set_loss(
@@ -61,33 +59,26 @@ def detr_set_loss(
     w_bbox: float = 5.0,
     w_giou: float = 2.0,
 ) -> dict[str, Tensor]:
-    """DETR's Hungarian set loss for a batch: ``w_class * ce + w_bbox * l1 + w_giou * (1 - GIoU)``.
+    """DETR's Hungarian set loss for a batch: ``w_class * ce + w_bbox * l1 + w_giou * (1 - GIoU)``."""
+    B, Q, _ = pred_logits.shape
+    device = pred_logits.device
+    target_classes = torch.full((B, Q), num_classes, dtype=torch.long, device=device)
+    src_list, tgt_list = [], []
+    for b, t in enumerate(targets):
+        pi, ti = hungarian_match(pred_logits[b], pred_boxes[b], t["labels"], t["boxes"],
+                                 cost_class=w_class, cost_bbox=w_bbox, cost_giou=w_giou)
+        target_classes[b, pi] = t["labels"][ti].long()
+        src_list.append(pred_boxes[b, pi])  # (K_b, 4)
+        tgt_list.append(t["boxes"][ti].to(pred_boxes.dtype))  # (K_b, 4)
+    weight = torch.ones(num_classes + 1, dtype=pred_logits.dtype, device=device)
+    weight[-1] = eos_coef
+    loss_ce = F.cross_entropy(pred_logits.reshape(B * Q, -1), target_classes.reshape(-1), weight=weight)
 
-    Each image is matched with :func:`hungarian_match` using the loss weights as matching costs
-    (``cost_class = w_class``, ``cost_bbox = w_bbox``, ``cost_giou = w_giou``, as in DETR).
-
-    Args:
-        pred_logits: ``(B, Q, C + 1)`` class logits, ``C = num_classes`` is "no object".
-        pred_boxes: ``(B, Q, 4)`` predicted ``cxcywh`` boxes in [0, 1].
-        targets: ``B`` dicts with ``"labels"`` ``(M_b,)`` integer ids in ``[0, C)`` and ``"boxes"``
-            ``(M_b, 4)`` ``cxcywh`` boxes; ``M_b = 0`` is allowed.
-        num_classes: ``C`` (>= 1).
-        eos_coef: class weight of "no object" in the cross-entropy (> 0).
-        w_class, w_bbox, w_giou: non-negative weights of the three terms.
-
-    Returns:
-        ``{"loss", "loss_ce", "loss_bbox", "loss_giou"}``, each a ``()`` tensor in the dtype of
-        ``pred_logits``/``pred_boxes``. ``loss_ce`` is ``F.cross_entropy`` over all ``B * Q`` queries
-        (unmatched ones labelled ``C``) with class weights ``(1, ..., 1, eos_coef)``; ``loss_bbox`` and
-        ``loss_giou`` are summed over matched pairs and divided by ``max(1, sum_b M_b)``.
-
-    Raises:
-        ValueError: ``pred_logits`` not 3-D or its last dim is not ``num_classes + 1``; ``pred_boxes``
-        not ``(B, Q, 4)``; ``len(targets) != B``; a target's ``labels`` not integers in
-        ``[0, num_classes)`` or its ``boxes`` not ``(M_b, 4)``; more targets than queries in an image
-        (``M_b > Q``); ``B = 0``; ``num_classes < 1``; ``eos_coef <= 0``;
-        a negative weight.
-
-    Source: Carion et al. (2020), Eq. 2 (Hungarian loss) and Sec. 4 (weights 1 / 5 / 2, eos 0.1).
-    """
-    raise NotImplementedError("detr_set_loss: not implemented yet")
+    num_boxes = max(1, sum(int(t["labels"].shape[0]) for t in targets))
+    src = torch.cat(src_list, dim=0)  # (K, 4)
+    tgt = torch.cat(tgt_list, dim=0)  # (K, 4)
+    loss_bbox = (src - tgt).abs().sum() / num_boxes
+    giou = torch.diag(generalized_box_iou(box_cxcywh_to_xyxy(src), box_cxcywh_to_xyxy(tgt)))  # (K,)
+    loss_giou = (1 - giou).sum() / num_boxes
+    loss = w_class * loss_ce + w_bbox * loss_bbox + w_giou * loss_giou
+    return {"loss": loss, "loss_ce": loss_ce, "loss_bbox": loss_bbox, "loss_giou": loss_giou}

@@ -1,6 +1,10 @@
 """Canon #42: VLM projectors (linear, LLaVA-1.5 MLP, learned-query resampler) and the splice ...
 
-TODO: your plan (not implemented yet).
+Plan: a projector maps vision-encoder tokens (width d_v) into the LM's embedding space (width d).
+Linear (LLaVA-1) and a 2-layer GELU MLP (LLaVA-1.5) keep one output token per patch; the resampler
+uses N_q learned queries that cross-attend to the patches, so the LM sees a fixed number of visual
+tokens whatever N is. The visual tokens are spliced in front of the text, and the text logits are
+read one position to the left because position s predicts token s + 1.
 """
 
 from __future__ import annotations
@@ -15,106 +19,61 @@ __all__ = ["LinearProjector", "MLPProjector", "ResamplerProjector", "splice_visu
 
 
 class LinearProjector(nn.Module):
-    """One ``Linear(d_v, d)`` applied to every visual token (LLaVA-1): ``(B, N, d_v) -> (B, N, d)``.
-
-    Attributes: ``proj`` (``nn.Linear(d_vision, d_model)``, float32). Raises ValueError for a
-    non-positive width. Source: Liu et al. 2023, "Visual Instruction Tuning", section 4.1.
-    """
+    """One ``Linear(d_v, d)`` applied to every visual token (LLaVA-1): ``(B, N, d_v) -> (B, N, d)``."""
 
     def __init__(self, d_vision: int, d_model: int) -> None:
-        raise NotImplementedError("LinearProjector.__init__: not implemented yet")
+        super().__init__()
+        self.proj = nn.Linear(d_vision, d_model)
 
     def forward(self, v: Tensor) -> Tensor:
-        """``v (B, N, d_v)`` -> ``(B, N, d)``. Raises ValueError when ``v`` is not ``(B, N, d_vision)``."""
-        raise NotImplementedError("LinearProjector.forward: not implemented yet")
+        """``v (B, N, d_v)`` -> ``(B, N, d)``."""
+        return self.proj(v)
 
 
 class MLPProjector(nn.Module):
-    """Two-layer MLP per visual token (LLaVA-1.5): ``fc2(gelu(fc1(v)))``, ``(B, N, d_v) -> (B, N, d)``.
-
-    Args:
-        d_vision, d_model: input and output widths.
-        d_hidden: hidden width ``h``; defaults to ``d_model``.
-
-    Attributes: ``fc1 (d_v -> h)``, ``fc2 (h -> d)``; ``d_v·h + h + h·d + d`` parameters, float32.
-    Raises ValueError for a non-positive width. Source: Liu et al. 2023, "Improved Baselines with Visual
-    Instruction Tuning" (LLaVA-1.5), section 3.2.
-    """
+    """Two-layer MLP per visual token (LLaVA-1.5): ``fc2(gelu(fc1(v)))``, ``(B, N, d_v) -> (B, N, d)``."""
 
     def __init__(self, d_vision: int, d_model: int, d_hidden: int | None = None) -> None:
-        raise NotImplementedError("MLPProjector.__init__: not implemented yet")
+        super().__init__()
+        h = d_model if d_hidden is None else d_hidden
+        self.fc1 = nn.Linear(d_vision, h)
+        self.fc2 = nn.Linear(h, d_model)
 
     def forward(self, v: Tensor) -> Tensor:
-        """``v (B, N, d_v)`` -> ``(B, N, d)``. Raises ValueError when ``v`` is not ``(B, N, d_vision)``."""
-        raise NotImplementedError("MLPProjector.forward: not implemented yet")
+        """``v (B, N, d_v)`` -> ``(B, N, d)``."""
+        return self.fc2(F.gelu(self.fc1(v)))
 
 
 class ResamplerProjector(nn.Module):
-    """``N_q`` learned queries cross-attend to the visual tokens: ``(B, N, d_v) -> (B, N_q, d)`` for any ``N``.
-
-    ``out = norm(queries + cross_attn(queries, v, vision_mask))``: one cross-attention layer with the
-    queries as a residual, then ``LayerNorm``. No positional information enters, so the output is
-    invariant to the order of the visual tokens.
-
-    Args:
-        d_vision: visual token width ``d_v`` (the cross-attention's ``d_context``).
-        d_model: LM width ``d``, divisible by ``n_heads``.
-        n_queries: number of output tokens ``N_q >= 1``.
-        n_heads: attention heads.
-
-    Attributes: ``queries`` (``nn.Parameter (N_q, d)``, ``N(0, 0.02)``), ``cross_attn``
-    (``CrossAttention(d, n_heads, d_context=d_v)``, #28), ``norm`` (``nn.LayerNorm(d)``); float32.
-    Raises ValueError for ``n_queries < 1``, a non-positive width or ``d_model % n_heads != 0``.
-    Source: Alayrac et al. 2022 (Flamingo), section 2.1; Li et al. 2023 (BLIP-2 Q-Former).
-    """
+    """``N_q`` learned queries cross-attend to the visual tokens: ``(B, N, d_v) -> (B, N_q, d)``."""
 
     def __init__(self, d_vision: int, d_model: int, n_queries: int, n_heads: int = 4) -> None:
-        raise NotImplementedError("ResamplerProjector.__init__: not implemented yet")
+        super().__init__()
+        self.queries = nn.Parameter(torch.randn(n_queries, d_model) * 0.02)
+        self.cross_attn = CrossAttention(d_model, n_heads, d_context=d_vision)
+        self.norm = nn.LayerNorm(d_model)
 
     def forward(self, v: Tensor, vision_mask: Tensor | None = None) -> Tensor:
-        """``v (B, N, d_v)``, ``vision_mask (B, N)`` bool|int (True/1 = real token) -> ``(B, N_q, d)``.
-
-        A row whose tokens are all masked gets a finite output (the cross-attention contributes its
-        output bias only).
-
-        Raises:
-            ValueError: ``v`` not ``(B, N, d_vision)``; ``vision_mask`` not ``(B, N)`` or floating.
-        """
-        raise NotImplementedError("ResamplerProjector.forward: not implemented yet")
+        """``v (B, N, d_v)``, ``vision_mask (B, N)`` (True/1 = real token) -> ``(B, N_q, d)``."""
+        q = self.queries[None].expand(v.shape[0], -1, -1)  # (B, N_q, d)
+        return self.norm(q + self.cross_attn(q, v, vision_mask))
 
 
 def splice_visual_tokens(visual_embeds: Tensor, text_embeds: Tensor,
                          attention_mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    """Put the visual tokens in front of the text: one sequence of ``S = N_q + T`` embeddings for the LM.
-
-    Args:
-        visual_embeds: ``(B, N_q, d)`` projector output.
-        text_embeds: ``(B, T, d)`` token embeddings, same dtype.
-        attention_mask: ``(B, T)`` bool|int text mask (True/1 = real token); default all ones.
-
-    Returns:
-        ``inputs (B, S, d)``; ``mask (B, S)`` long, ``N_q`` ones (the image is never padding) then the text
-        mask; ``position_ids (B, S) = arange(S)`` long for every row.
-
-    Raises:
-        ValueError: either input not 3-D, a batch or width mismatch between them, or an
-            ``attention_mask`` that is not ``(B, T)``.
-    """
-    raise NotImplementedError("splice_visual_tokens: not implemented yet")
+    """Visual tokens in front of the text: ``inputs (B, S, d)``, ``mask (B, S)`` long, ``position_ids (B, S)``."""
+    B, N_q, _ = visual_embeds.shape
+    T = text_embeds.shape[1]
+    device = text_embeds.device
+    if attention_mask is None:
+        attention_mask = torch.ones(B, T, dtype=torch.long, device=device)
+    inputs = torch.cat([visual_embeds, text_embeds], dim=1)  # (B, S, d)
+    vis_mask = torch.ones(B, N_q, dtype=torch.long, device=device)
+    mask = torch.cat([vis_mask, attention_mask.long()], dim=1)  # (B, S)
+    position_ids = torch.arange(N_q + T, device=device).expand(B, -1)  # (B, S)
+    return inputs, mask, position_ids
 
 
 def text_logits(logits: Tensor, n_visual: int, T: int) -> Tensor:
-    """The logits that score the text tokens: ``(B, S, V) -> (B, T, V) = logits[:, n_visual-1 : n_visual-1+T]``.
-
-    Entry ``t`` of the result is the LM's prediction for text token ``t`` (which sits at position
-    ``n_visual + t``), made from position ``n_visual + t - 1``.
-
-    Args:
-        logits: ``(B, S, V)`` over the spliced sequence.
-        n_visual: ``N_q >= 1`` visual tokens in front (with none, no position scores text token 0).
-        T: number of text tokens, ``>= 0``.
-
-    Raises:
-        ValueError: ``logits`` not 3-D; ``n_visual < 1``; ``T < 0``; ``n_visual - 1 + T > S``.
-    """
-    raise NotImplementedError("text_logits: not implemented yet")
+    """The logits that score the text tokens: ``(B, S, V) -> (B, T, V) = logits[:, n_visual-1 : n_visual-1+T]``."""
+    return logits[:, n_visual - 1: n_visual - 1 + T]

@@ -1,6 +1,9 @@
 """Canon #39: a tiny Vision Transformer (ViT): patchify, patch embedding, [CLS] or ...
 
-TODO: your plan (not implemented yet).
+Plan: cut the image into p x p patches and embed each with one linear map, implemented as a stride-p
+Conv2d because that is the same linear map applied per patch; prepend a learned [CLS] token (or
+mean-pool the patch tokens instead), add learned position embeddings, run pre-norm encoder blocks,
+apply a final LayerNorm and classify from the pooled state.
 """
 
 from __future__ import annotations
@@ -16,76 +19,64 @@ __all__ = ["PatchEmbedding", "ViT", "patchify"]
 
 
 def patchify(images: Tensor, patch_size: int) -> Tensor:
-    """Cut images into flattened non-overlapping patches: ``(B, C, H_in, W_in) -> (B, N, C*p*p)``.
-
-    Patches are ordered row-major over the ``(H_in/p, W_in/p)`` grid; inside a patch the values are in
-    ``(c, i, j)`` order, the order of ``nn.Conv2d(C, d, p, stride=p).weight.reshape(d, -1)``. Keeps the dtype.
-
-    Raises:
-        ValueError: ``images`` not 4-D; ``patch_size < 1`` or not dividing ``H_in`` and ``W_in``.
-    """
-    raise NotImplementedError("patchify: not implemented yet")
+    """Cut images into flattened non-overlapping patches: ``(B, C, H_in, W_in) -> (B, N, C*p*p)``."""
+    B, C, H, W = images.shape
+    p = patch_size
+    x = images.reshape(B, C, H // p, p, W // p, p)  # (B, C, Gh, p, Gw, p)
+    x = x.permute(0, 2, 4, 1, 3, 5)  # (B, Gh, Gw, C, p, p)
+    return x.reshape(B, (H // p) * (W // p), C * p * p)  # (B, N, C*p*p)
 
 
 class PatchEmbedding(nn.Module):
-    """Linear projection of flattened patches, as a strided convolution: ``(B, C, H_in, W_in) -> (B, N, d)``.
-
-    Args:
-        image_size: side ``H_in = W_in`` of the square input images.
-        patch_size: side ``p``; must divide ``image_size``.
-        in_channels: ``C``.
-        d_model: embedding width ``d``.
-
-    Attributes: ``proj`` (``nn.Conv2d(C, d, p, stride=p)``), ``n_patches`` (``(image_size / p)**2``),
-    ``image_size``, ``patch_size``, ``in_channels``. Float32 parameters.
-    Raises ValueError for ``image_size % patch_size != 0`` or a non-positive size.
-    Source: Dosovitskiy et al. 2021, "An Image is Worth 16x16 Words", eq. 1.
-    """
+    """Linear projection of flattened patches, as a strided convolution: ``(B, C, H_in, W_in) -> (B, N, d)``."""
 
     def __init__(self, image_size: int, patch_size: int, in_channels: int, d_model: int) -> None:
-        raise NotImplementedError("PatchEmbedding.__init__: not implemented yet")
+        super().__init__()
+        self.image_size = image_size
+        self.patch_size = patch_size
+        self.in_channels = in_channels
+        self.n_patches = (image_size // patch_size) ** 2
+        self.proj = nn.Conv2d(in_channels, d_model, patch_size, stride=patch_size)
 
     def forward(self, images: Tensor) -> Tensor:
-        """``images (B, C, H_in, W_in)`` -> ``(B, N, d)``, patches row-major as in :func:`patchify`.
-
-        Raises ValueError when ``images`` is not ``(B, in_channels, image_size, image_size)``.
-        """
-        raise NotImplementedError("PatchEmbedding.forward: not implemented yet")
+        """``images (B, C, H_in, W_in)`` -> ``(B, N, d)``, patches row-major."""
+        return self.proj(images).flatten(2).transpose(1, 2)  # (B, N, d)
 
 
 class ViT(nn.Module):
-    """Vision Transformer classifier: ``(B, C, H_in, W_in) -> (B, K)`` logits.
-
-    Args:
-        image_size, patch_size, in_channels: as :class:`PatchEmbedding`.
-        n_classes: ``K``.
-        d_model, n_heads, n_layers, d_ff, dropout: encoder width, heads, depth, FFN width (default 4d),
-            dropout (after the position embeddings and inside the blocks).
-        pool: ``"cls"`` (read the prepended [CLS] token) or ``"mean"`` (mean of the patch tokens, no [CLS]).
-
-    Attributes: ``patch_embed``; ``cls_token`` (``(1, 1, d)``, or None with mean pooling); ``pos_emb``
-    (``(1, N + 1, d)`` with [CLS], ``(1, N, d)`` with mean pooling); ``blocks`` (``ModuleList`` of pre-norm
-    ``EncoderBlock``); ``norm`` (``nn.LayerNorm(d)``); ``head`` (``nn.Linear(d, K)``). [CLS] and positions
-    are initialised ``N(0, 0.02)``; float32.
-    Raises ValueError for an unknown ``pool``, ``image_size % patch_size != 0`` and invalid sizes.
-    Source: Dosovitskiy et al. 2021, section 3.1.
-    """
+    """Vision Transformer classifier: ``(B, C, H_in, W_in) -> (B, K)`` logits."""
 
     def __init__(self, image_size: int, patch_size: int, in_channels: int, n_classes: int,
                  d_model: int = 64, n_heads: int = 4, n_layers: int = 2, d_ff: int | None = None,
                  dropout: float = 0.0, pool: Literal["cls", "mean"] = "cls") -> None:
-        raise NotImplementedError("ViT.__init__: not implemented yet")
+        super().__init__()
+        self.pool = pool
+        self.patch_embed = PatchEmbedding(image_size, patch_size, in_channels, d_model)
+        n_tokens = self.patch_embed.n_patches
+        if pool == "cls":
+            self.cls_token = nn.Parameter(torch.randn(1, 1, d_model) * 0.02)
+            n_tokens += 1
+        else:
+            self.cls_token = None
+        self.pos_emb = nn.Parameter(torch.randn(1, n_tokens, d_model) * 0.02)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList([EncoderBlock(d_model, n_heads, d_ff, dropout) for _ in range(n_layers)])
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, n_classes)
 
     def forward_features(self, images: Tensor) -> Tensor:
-        """Token states after the final norm: ``(B, C, H_in, W_in) -> (B, N + 1, d)`` ([CLS] first) or ``(B, N, d)``.
-
-        Raises ValueError for images of the wrong size or channel count (see :class:`PatchEmbedding`).
-        """
-        raise NotImplementedError("ViT.forward_features: not implemented yet")
+        """Token states after the final norm: ``(B, N + 1, d)`` ([CLS] first) or ``(B, N, d)``."""
+        x = self.patch_embed(images)  # (B, N, d)
+        if self.cls_token is not None:
+            cls = self.cls_token.expand(x.shape[0], -1, -1)  # (B, 1, d)
+            x = torch.cat([cls, x], dim=1)  # (B, N + 1, d)
+        x = self.drop(x + self.pos_emb)
+        for block in self.blocks:
+            x = block(x)
+        return self.norm(x)
 
     def forward(self, images: Tensor) -> Tensor:
-        """Class logits ``(B, K)`` from the [CLS] state or the mean patch state.
-
-        Raises ValueError for images of the wrong size or channel count.
-        """
-        raise NotImplementedError("ViT.forward: not implemented yet")
+        """Class logits ``(B, K)`` from the [CLS] state or the mean patch state."""
+        h = self.forward_features(images)
+        pooled = h[:, 0] if self.cls_token is not None else h.mean(dim=1)  # (B, d)
+        return self.head(pooled)  # (B, K)
