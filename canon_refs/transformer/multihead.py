@@ -131,9 +131,10 @@ class MultiHeadAttention(nn.Module):
         Args:
             x: ``(B, T_q, d)`` queries (and keys/values for self-attention).
             context: ``(B, T_k, d_c)`` keys/values source for cross-attention, or None.
-            mask: ``(T_q, T_k)``, ``(B, T_q, T_k)`` or ``(B, 1|H, T_q, T_k)`` (size-1 dims broadcast), bool
-                allow-mask or float bias. ``T_k`` counts cached + new keys. Key padding ``(B, T_k)`` must
-                go through ``key_padding_to_attention`` (#27) first.
+            mask: ``(T_q, T_k)``, ``(B, T_q, T_k)`` (the same for every head) or ``(B, 1|H, T_q, T_k)``
+                (size-1 dims broadcast), bool allow-mask or float bias. ``T_k`` counts cached + new keys.
+                Key padding ``(B, T_k)`` must go through ``key_padding_to_attention`` (#27) first. A query
+                with no allowed key gets a zero attention output, so its result is ``out_proj.bias``.
             is_causal: AND ``causal_mask(T_q, T_k)`` (#27), offset by the cache length.
             kv_cache: a ``KVCache`` (#33), used duck-typed (``length``, ``update(k, v)``): the new keys
                 and values are appended and attention runs over all cached keys.
