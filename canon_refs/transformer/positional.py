@@ -37,11 +37,6 @@ from torch import Tensor, nn
 __all__ = ["RotaryEmbedding", "apply_rope", "rope_frequencies", "rotate_half", "sinusoidal_positions"]
 
 
-def _check_even(value: int, name: str) -> None:
-    if value < 2 or value % 2 != 0:
-        raise ValueError(f"{name} must be even and >= 2, got {value}")
-
-
 def _inverse_frequencies(dim: int, base: float) -> Tensor:
     """``base^(-2i/dim)`` for ``i = 0 .. dim/2 - 1`` in float64, ``(dim/2,)``."""
     if not base > 0:
@@ -58,8 +53,7 @@ def sinusoidal_positions(T: int, d: int, base: float = 10000.0) -> Tensor:
     Raises ValueError for odd ``d``, ``T < 0`` or ``base <= 0``.
     """
     _check_even(d, "d")
-    if T < 0:
-        raise ValueError(f"T must be >= 0, got {T}")
+    _check_count(T, "T", minimum=0)
     positions = torch.arange(T, dtype=torch.float64)[:, None]            # (T, 1)
     inv_freq = _inverse_frequencies(d, base)                             # (d//2,)
     angles = positions * inv_freq[None, :]                               # (T, d//2)
@@ -69,15 +63,15 @@ def sinusoidal_positions(T: int, d: int, base: float = 10000.0) -> Tensor:
 
 def rope_frequencies(head_dim: int, max_positions: int, base: float = 10000.0, *,
                      dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-    """RoPE cos/sin tables, each ``(max_positions, head_dim/2)`` in ``dtype``.
+    """RoPE cos/sin tables, each ``(max_positions, head_dim // 2)`` in ``dtype``.
 
-    ``angle[p, i] = p · base^(-2i/head_dim)``, computed in float64 and cast to ``dtype``. Raises
+    ``angle[p, i] = p · base^(-2i/head_dim)``; the frequencies and the angles are computed in float64
+    and the tables cast to ``dtype``. Raises
     ValueError for odd ``head_dim``, ``max_positions < 1`` or ``base <= 0``. Source: Su et al. 2021
     (RoFormer), eq. 15.
     """
     _check_even(head_dim, "head_dim")
-    if max_positions < 1:
-        raise ValueError(f"max_positions must be >= 1, got {max_positions}")
+    _check_count(max_positions, "max_positions", minimum=1)
     positions = torch.arange(max_positions, dtype=torch.float64)         # (P,)
     inv_freq = _inverse_frequencies(head_dim, base)                      # (d_h//2,)
     angles = positions[:, None] * inv_freq[None, :]                      # (P, d_h//2)
@@ -85,9 +79,9 @@ def rope_frequencies(head_dim: int, max_positions: int, base: float = 10000.0, *
 
 
 def rotate_half(x: Tensor) -> Tensor:
-    """``(..., d_h) -> (..., d_h)``: ``cat(-x2, x1)`` with ``x1 = x[..., :d_h/2]``, ``x2 = x[..., d_h/2:]``.
+    """``(..., d_h) -> (..., d_h)``: ``cat(-x2, x1)`` with ``x1 = x[..., :d_h//2]``, ``x2 = x[..., d_h//2:]``.
 
-    Multiplying by ``sin`` and adding ``x · cos`` rotates each pair ``(x1[i], x2[i])`` by its angle.
+    Pairs feature ``i`` with ``i + d_h // 2`` (the half-split layout), not ``(2i, 2i + 1)``.
     Raises ValueError if the last dim is odd.
     """
     _check_even(x.shape[-1], "x last dim")
@@ -98,17 +92,12 @@ def rotate_half(x: Tensor) -> Tensor:
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Rotate ``x (B, H, T, d_h)`` by the angles whose cos/sin are given; returns ``(B, H, T, d_h)``, x.dtype.
 
-    ``cos``/``sin``: ``(T, d_h/2)`` (same positions for every row) or ``(B, T, d_h/2)`` (per-row
-    positions, e.g. left padding). The rotation runs in the wider of x's dtype and float32.
+    ``cos``/``sin``: ``(T, d_h // 2)`` (same positions for every row) or ``(B, T, d_h // 2)`` (per-row
+    positions, e.g. left padding). ``out = x · cos + rotate_half(x) · sin`` with cos/sin repeated to
+    ``d_h``; float16/bfloat16 x is rotated in float32 and cast back.
     Raises ValueError if ``x`` is not 4-D with an even last dim, or ``cos``/``sin`` do not match it.
     """
-    if x.dim() != 4:
-        raise ValueError(f"x must be (B, H, T, d_h), got shape {tuple(x.shape)}")
-    _check_even(x.shape[-1], "x last dim")
-    B, _, T, d_h = x.shape
-    if cos.shape != sin.shape or cos.shape not in ((T, d_h // 2), (B, T, d_h // 2)):
-        raise ValueError(f"cos and sin must both be (T, d_h/2) = {(T, d_h // 2)} or (B, T, d_h/2), "
-                         f"got {tuple(cos.shape)} and {tuple(sin.shape)}")
+    _check_tables(x, cos, sin)
     wide = torch.promote_types(torch.promote_types(x.dtype, cos.dtype), torch.float32)
     if cos.dim() == 2:
         cos, sin = cos[None, None], sin[None, None]                      # (1, 1, T, d_h//2), (1, 1, T, d_h//2)
@@ -124,7 +113,7 @@ class RotaryEmbedding(nn.Module):
     """RoPE with precomputed float32 cos/sin tables for positions ``0 .. max_positions - 1``.
 
     Args: ``head_dim`` (even), ``max_positions`` (table rows), ``base`` (10000, as in RoFormer/Llama).
-    Buffers ``cos_cached``, ``sin_cached`` ``(max_positions, head_dim/2)``, not saved in the state dict.
+    Buffers ``cos_cached``, ``sin_cached`` ``(max_positions, head_dim // 2)``, not saved in the state dict.
     One instance can be shared by every layer. Used duck-typed by ``MultiHeadAttention(rope=...)``.
     Raises ValueError for odd ``head_dim`` or ``max_positions < 1``.
     """
@@ -146,11 +135,18 @@ class RotaryEmbedding(nn.Module):
         ``head_dim``, or ``positions`` has the wrong shape or dtype, is negative or is
         ``>= max_positions``.
         """
+        if positions is None:
+            positions = torch.arange(x.shape[-2], device=x.device)       # (T,)
+        self._check_inputs(x, positions)
+        cos = self.cos_cached[positions]                                 # (T, d_h//2) | (B, T, d_h//2)
+        sin = self.sin_cached[positions]                                 # (T, d_h//2) | (B, T, d_h//2)
+        return apply_rope(x, cos, sin)                                   # (B, H, T, d_h)
+
+    def _check_inputs(self, x: Tensor, positions: Tensor) -> None:
+        """ValueError unless ``x`` is ``(B, H, T, head_dim)`` and ``positions`` integer ``(T,)``/``(B, T)`` in range."""
         if x.dim() != 4 or x.shape[-1] != self.head_dim:
             raise ValueError(f"x must be (B, H, T, head_dim={self.head_dim}), got shape {tuple(x.shape)}")
         B, _, T, _ = x.shape
-        if positions is None:
-            positions = torch.arange(T, device=x.device)                 # (T,)
         if positions.is_floating_point() or positions.dtype == torch.bool:
             raise ValueError(f"positions must be an integer tensor, got {positions.dtype}")
         if positions.shape not in ((T,), (B, T)):
@@ -158,6 +154,25 @@ class RotaryEmbedding(nn.Module):
         if positions.numel() and (positions.min() < 0 or positions.max() >= self.max_positions):
             raise ValueError(f"positions must lie in [0, max_positions={self.max_positions}), "
                              f"got [{int(positions.min())}, {int(positions.max())}]")
-        cos = self.cos_cached[positions]                                 # (T, d_h//2) | (B, T, d_h//2)
-        sin = self.sin_cached[positions]                                 # (T, d_h//2) | (B, T, d_h//2)
-        return apply_rope(x, cos, sin)                                   # (B, H, T, d_h)
+
+
+def _check_count(value: int, name: str, *, minimum: int) -> None:
+    """ValueError unless ``value >= minimum``."""
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _check_tables(x: Tensor, cos: Tensor, sin: Tensor) -> None:
+    """ValueError unless ``x`` is ``(B, H, T, d_h)`` with even ``d_h`` and cos/sin ``(T | B, T, d_h // 2)``."""
+    if x.dim() != 4:
+        raise ValueError(f"x must be (B, H, T, d_h), got shape {tuple(x.shape)}")
+    _check_even(x.shape[-1], "x last dim")
+    B, _, T, d_h = x.shape
+    if cos.shape != sin.shape or cos.shape not in ((T, d_h // 2), (B, T, d_h // 2)):
+        raise ValueError(f"cos and sin must both be (T, d_h // 2) = {(T, d_h // 2)} or (B, T, d_h // 2), "
+                         f"got {tuple(cos.shape)} and {tuple(sin.shape)}")
+
+
+def _check_even(value: int, name: str) -> None:
+    if value < 2 or value % 2 != 0:
+        raise ValueError(f"{name} must be even and >= 2, got {value}")

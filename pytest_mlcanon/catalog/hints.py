@@ -376,10 +376,13 @@ HINTS: dict[int, ItemHints] = {
     34: ItemHints(
         "angle[p, i] = p * base^(-2i/d_h) for i < d_h/2; rotate pairs (x_i, x_{i + d_h/2}): "
         "rope(x) = x*cos + rotate_half(x)*sin with rotate_half(x) = cat(-x2, x1) and cos, sin repeated to d_h.\n"
-        "Shapes: inv_freq (d_h/2,), angles (T, d_h/2), cos/sin broadcast (1, 1, T, d_h/2), halves (B, H, T, d_h/2).",
-        "Half-split pairing (i with i + d_h/2), not interleaved (2i, 2i+1): mixing layouts passes the norm "
-        "test and fails the comparison. Compute the angles in float64 (or at least float32) and cast to x's "
-        "dtype last. Position 0 is the identity; positions may be per row (B, T).",
+        "Conventions: half-split pairing (i with i + d_h//2); the frequencies and angles are computed in "
+        "float64 and the tables cast to dtype; float16/bfloat16 x is rotated in float32 and cast back; "
+        "positions are (T,) or (B, T), default arange(T).\n"
+        "Shapes: inv_freq (d_h//2,), angles (T, d_h//2), cos/sin broadcast (1, 1, T, d_h//2), halves (B, H, T, d_h//2).",
+        "Interleaved pairs (2i, 2i+1) also preserve norms and relative positions, so only a comparison with "
+        "a reference catches the wrong layout. float32 angles p*theta are off by ~1e-4 rad at p = 4095 "
+        "(cos/sin wrong in the fourth decimal). Position 0 is the identity.",
     ),
     # -- block 4: LLM variants ------------------------------------------------------------------------------------
     35: ItemHints(
