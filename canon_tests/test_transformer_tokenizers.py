@@ -112,6 +112,9 @@ def test_merge_left_to_right_without_overlap() -> None:
     ids = (3, 4, 3, 4)
     assert bpe.merge(ids, (4, 3), 7) == [3, 7, 4]
     assert ids == (3, 4, 3, 4)
+    src = [1, 2, 2, 1, 2]
+    assert bpe.merge(src, (1, 2), 99) == [99, 2, 99]
+    assert src == [1, 2, 2, 1, 2], "merge must not modify the list it is given"
 
 
 @pytest.mark.edge_case
@@ -250,28 +253,38 @@ def test_training_10kb_to_512_ids_is_fast() -> None:
     assert tok.decode(ids) == text
 
 
+def test_decode_leaves_its_ids_unchanged(trained: bpe.BPETokenizer) -> None:
+    ids = trained.encode("the model learns")
+    before = list(ids)
+    trained.decode(ids)
+    assert ids == before, "decode must not modify the list it is given"
+
+
+@pytest.mark.contract
 @pytest.mark.parametrize("vocab_size", [255, 0, 300.0])
 def test_bad_vocab_size_raises_before_mutation(vocab_size: object) -> None:
     tok = bpe.BPETokenizer()
     tok.train("aaabdaaabac", 259)
     merges, vocab = dict(tok.merges), dict(tok.vocab)
-    with pytest.raises(ValueError, match="vocab_size"):
+    with pytest.raises(ValueError):
         tok.train("abcabc", vocab_size)
     assert tok.merges == merges and tok.vocab == vocab
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize("text", [b"bytes", 42, None, ["a", "b"]])
 def test_non_str_text_raises(text: object) -> None:
     tok = bpe.BPETokenizer()
-    with pytest.raises(ValueError, match="text"):
+    with pytest.raises(ValueError):
         tok.train(text, 300)
     assert tok.merges == {}
-    with pytest.raises(ValueError, match="text"):
+    with pytest.raises(ValueError):
         tok.encode(text)
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize("ids", [[256], [97, -1], [97, 1000]])
 def test_decode_of_an_unknown_id_raises(ids: list[int]) -> None:
     tok = bpe.BPETokenizer()
-    with pytest.raises(ValueError, match="ids"):
+    with pytest.raises(ValueError):
         tok.decode(ids)

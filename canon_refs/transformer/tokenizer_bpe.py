@@ -117,8 +117,7 @@ class BPETokenizer:
                 the tokenizer's state changes.
         """
         _check_text(text)
-        if not _is_int(vocab_size) or vocab_size < _N_BYTES:
-            raise ValueError(f"vocab_size must be an integer >= {_N_BYTES}, got {vocab_size!r}")
+        _check_vocab_size(vocab_size)
         merges: dict[tuple[int, int], int] = {}
         vocab = {i: bytes([i]) for i in range(_N_BYTES)}
         ids = list(text.encode("utf-8"))                 # list[n]
@@ -170,13 +169,12 @@ class BPETokenizer:
         Raises:
             ValueError: an element of ``ids`` is not an integer id of ``vocab``.
         """
-        for i in ids:
-            if not _is_int(i) or i not in self.vocab:
-                raise ValueError(f"ids holds {i!r}, which is not a token id in [0, {len(self.vocab)})")
+        _check_ids(ids, self.vocab)
         return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")
 
 
 def _check_text(text: object) -> None:
+    """ValueError unless ``text`` is a str."""
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
 
@@ -184,3 +182,16 @@ def _check_text(text: object) -> None:
 def _is_int(value: object) -> bool:
     """True for Python and NumPy integers (``numbers.Integral``), False for bools and the rest."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_vocab_size(vocab_size: object) -> None:
+    """ValueError unless ``vocab_size`` is an integer ``>= 256``."""
+    if not _is_int(vocab_size) or vocab_size < _N_BYTES:  # type: ignore[operator]
+        raise ValueError(f"vocab_size must be an integer >= {_N_BYTES}, got {vocab_size!r}")
+
+
+def _check_ids(ids: Sequence[int], vocab: dict[int, bytes]) -> None:
+    """ValueError naming the first element of ``ids`` that is not an integer key of ``vocab``."""
+    for i in ids:
+        if not _is_int(i) or i not in vocab:
+            raise ValueError(f"ids holds {i!r}, which is not a token id in [0, {len(vocab)})")

@@ -280,10 +280,11 @@ HINTS: dict[int, ItemHints] = {
         "pair into a new id 256, 257, ... (merge left to right, non-overlapping), record merges[pair] = id "
         "and vocab[id] = vocab[a] + vocab[b].\n"
         "Encode: repeatedly merge the present pair with the LOWEST rank. Decode: join bytes, "
-        "decode('utf-8', errors='replace').",
-        "Ties go to the pair that occurs first (max over an insertion-ordered dict does that). Encoding "
-        "merges by rank, not by frequency in the new text. merge([5, 5, 5], (5, 5), 9) is [9, 5]: skip past "
-        "a merged pair. Stop training when the best pair occurs fewer than twice.",
+        "decode('utf-8', errors='replace').\n"
+        "Conventions: ties go to the pair that occurs first; training stops early when the best pair occurs "
+        "fewer than twice; retraining replaces the previous merges.",
+        "max over an insertion-ordered dict gives the first-occurring pair on ties. Encoding merges by rank, "
+        "not by frequency in the new text. merge([5, 5, 5], (5, 5), 9) is [9, 5]: skip past a merged pair.",
     ),
     25: ItemHints(
         "out = softmax(q k^T * scale + mask) v with scale = 1/sqrt(d_k).\n"
