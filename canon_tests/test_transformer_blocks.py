@@ -17,7 +17,13 @@ from torch import nn
 from canon_refs.llm import gqa
 from canon_refs.nn import normalization_torch
 from canon_refs.transformer import blocks, ffn, kv_cache, masks, multihead, positional
-from pytest_mlcanon.testing import TOL, assert_low_precision_matches, bitwise_equal, copy_linear, randn
+from pytest_mlcanon.testing import (
+    assert_close,
+    assert_low_precision_matches,
+    call_leaves_inputs_unchanged,
+    copy_linear,
+    randn,
+)
 
 
 def _fp16_module_probe(module: nn.Module, x: torch.Tensor) -> None:
@@ -27,6 +33,11 @@ def _fp16_module_probe(module: nn.Module, x: torch.Tensor) -> None:
         return copy.deepcopy(module).to(inp.dtype)(inp)
 
     assert_low_precision_matches(run, x)
+
+
+#: Float32 compositions (projections of width up to 4d = 64, a softmax, norms) are compared at 16 ulps
+#: times a condition of 64, the longest sum of rounded products on the path: about 1e-4 at unit size.
+COND = 64.0
 
 
 # ============================================================================ #36 feed-forward
@@ -66,7 +77,7 @@ class TestFeedForward:
         x = randn(3, 5, 16, seed=2)
         out = m(x)
         assert out.shape == (3, 5, 16) and out.dtype == torch.float32
-        torch.testing.assert_close(out, self._formula(m, x), atol=1e-6, rtol=1e-5)
+        assert_close(out, self._formula(m, x), cond=40.0, what="SwiGLU(16, 40)(x)")
         # the gate is w1 (through SiLU) and the up projection w3 (linear): the swapped wiring differs
         swapped = F.linear(F.silu(F.linear(x, m.w3.weight)) * F.linear(x, m.w1.weight), m.w2.weight)
         assert (out - swapped).abs().max() > 1e-3
@@ -78,7 +89,7 @@ class TestFeedForward:
                 layer.bias.normal_()
         x = randn(4, 8, seed=4, dtype=torch.float64)
         m = m.double()
-        torch.testing.assert_close(m(x), self._formula(m, x), atol=1e-12, rtol=0.0)
+        assert_close(m(x), self._formula(m, x), cond=12.0, what="SwiGLU(bias=True)(x) in float64")
 
     def test_feedforward_equals_linear_gelu_linear(self):
         torch.manual_seed(5)
@@ -88,12 +99,12 @@ class TestFeedForward:
         copy_linear(ref[0], m.fc1.weight, m.fc1.bias)
         copy_linear(ref[2], m.fc2.weight, m.fc2.bias)
         x = randn(2, 7, 16, seed=6)
-        torch.testing.assert_close(m(x), ref(x), **TOL.TORCH_OP.kw())
+        assert_close(m(x), ref(x), cond=COND, what="FeedForward(16)(x) vs Linear-GELU-Linear")
         # exact (erf) GELU, not the tanh approximation
         x64 = 3.0 * randn(2, 7, 16, seed=7, dtype=torch.float64)
         m64 = m.double()
         ref_erf = F.linear(F.gelu(F.linear(x64, m64.fc1.weight, m64.fc1.bias)), m64.fc2.weight, m64.fc2.bias)
-        torch.testing.assert_close(m64(x64), ref_erf, atol=1e-12, rtol=0.0)
+        assert_close(m64(x64), ref_erf, cond=COND, what="FeedForward in float64 vs exact (erf) GELU")
 
     def test_feedforward_custom_width_and_no_bias(self):
         m = ffn.FeedForward(8, 20, bias=False)
@@ -137,7 +148,7 @@ class TestFeedForward:
         m = ffn.SwiGLU(8, 16, dropout=0.5)
         x = randn(4, 6, 8, seed=16)
         m.eval()
-        torch.testing.assert_close(m(x), self._formula(m, x), atol=1e-6, rtol=1e-5)
+        assert_close(m(x), self._formula(m, x), cond=16.0, what="SwiGLU(dropout=0.5) in eval mode")
         m.train()
         assert not torch.allclose(m(x), self._formula(m, x), atol=1e-4)
 
@@ -150,8 +161,7 @@ class TestFeedForward:
         assert torch.isfinite(out).all()
         with torch.no_grad():
             out64 = self._formula(copy.deepcopy(m).double(), x.detach().double())
-        scale = float(out64.abs().max())
-        torch.testing.assert_close(out.double(), out64, atol=1e-5 * scale, rtol=1e-4)
+        assert_close(out, out64, cond=32.0, what="SwiGLU(+-1e4 inputs) vs float64")
         out.sum().backward()
         assert torch.isfinite(x.grad).all()
         torch.manual_seed(19)
@@ -170,7 +180,8 @@ class TestFeedForward:
         x = randn(2, 3, 4, 8, seed=25)
         out = m(x)
         assert out.shape == (2, 3, 4, 8)
-        torch.testing.assert_close(m(x.reshape(24, 8)), out.reshape(24, 8), atol=1e-6, rtol=1e-5)
+        assert_close(out, self._formula(m, x), cond=16.0, what="SwiGLU on (2, 3, 4, 8) inputs")
+        assert_close(m(x.reshape(24, 8)), self._formula(m, x.reshape(24, 8)), cond=16.0, what="SwiGLU on (24, 8)")
         assert m(x[0, 0, 0]).shape == (8,)
         assert m(x[:1, :1, :1]).shape == (1, 1, 1, 8)
 
@@ -178,24 +189,31 @@ class TestFeedForward:
     def test_hidden_width_one(self):
         m = self._swiglu(4, 1, seed=26)
         x = randn(3, 4, seed=27)
-        torch.testing.assert_close(m(x), self._formula(m, x), atol=1e-6, rtol=1e-5)
+        assert_close(m(x), self._formula(m, x), cond=4.0, what="SwiGLU(4, 1)(x)")
 
+    def test_inputs_are_not_modified(self):
+        x = randn(3, 5, 16, seed=28)
+        call_leaves_inputs_unchanged(self._swiglu(16, 40, seed=1), x)
+        torch.manual_seed(29)
+        call_leaves_inputs_unchanged(ffn.FeedForward(16), x)
+
+    @pytest.mark.contract
     def test_errors(self):
-        with pytest.raises(ValueError, match="d_ff"):
+        with pytest.raises(ValueError):
             ffn.SwiGLU(8, 0)
-        with pytest.raises(ValueError, match="d_ff"):
+        with pytest.raises(ValueError):
             ffn.FeedForward(8, 0)
-        with pytest.raises(ValueError, match="multiple_of"):
+        with pytest.raises(ValueError):
             ffn.SwiGLU(8, multiple_of=0)
-        with pytest.raises(ValueError, match="multiple_of"):
+        with pytest.raises(ValueError):
             ffn.swiglu_hidden_dim(64, 0)
-        with pytest.raises(ValueError, match="d_model"):
+        with pytest.raises(ValueError):
             ffn.swiglu_hidden_dim(0)
-        with pytest.raises(ValueError, match="dropout"):
+        with pytest.raises(ValueError):
             ffn.SwiGLU(8, dropout=1.0)
-        with pytest.raises(ValueError, match="x"):
+        with pytest.raises(ValueError):
             ffn.SwiGLU(8)(torch.zeros(2, 7))
-        with pytest.raises(ValueError, match="x"):
+        with pytest.raises(ValueError):
             ffn.FeedForward(8)(torch.zeros(2, 9))
 
 
@@ -276,10 +294,11 @@ class TestEncoderBlock:
         if padded:
             out = block(x, self.VALID)
             expected = ref(x, src_key_padding_mask=~self.VALID)       # torch's bool masks are inverted
-            torch.testing.assert_close(out[self.VALID], expected[self.VALID], **TOL.COMPOSITE.kw())
-            torch.testing.assert_close(block(x, self.VALID.long()), out, atol=0.0, rtol=0.0)
+            assert_close(out[self.VALID], expected[self.VALID], cond=COND, what="EncoderBlock(key padding) vs torch")
+            assert_close(block(x, self.VALID.long())[self.VALID], expected[self.VALID], cond=COND,
+                         what="EncoderBlock(integer key padding mask) vs torch")
         else:
-            torch.testing.assert_close(block(x), ref(x), **TOL.COMPOSITE.kw())
+            assert_close(block(x), ref(x), cond=COND, what="EncoderBlock vs nn.TransformerEncoderLayer")
 
     def test_attributes_and_default_widths(self):
         block = blocks.EncoderBlock(D, H)
@@ -298,7 +317,7 @@ class TestEncoderBlock:
         block = self._block(seed=3)
         x = randn(2, 6, D, seed=4)
         perm = torch.tensor([3, 0, 5, 1, 4, 2])
-        torch.testing.assert_close(block(x[:, perm]), block(x)[:, perm], atol=1e-6, rtol=1e-5)
+        assert_close(block(x[:, perm]), block(x)[:, perm], cond=COND, what="EncoderBlock on permuted tokens")
 
     def test_padded_tokens_do_not_change_real_outputs(self):
         block = self._block(seed=5)
@@ -306,15 +325,18 @@ class TestEncoderBlock:
         out = block(x, self.VALID)
         y = x.clone()
         y[~self.VALID] = randn(int((~self.VALID).sum()), D, seed=7) * 10.0
-        torch.testing.assert_close(block(y, self.VALID)[self.VALID], out[self.VALID], atol=1e-6, rtol=0.0)
-        # and a padded row equals the same sequence run unpadded
-        torch.testing.assert_close(out[1, :4], block(x[1:2, :4])[0], atol=1e-6, rtol=1e-5)
+        assert_close(block(y, self.VALID)[self.VALID], out[self.VALID], cond=COND,
+                     what="EncoderBlock real tokens after the padded ones changed")
+        # and a padded row equals torch's layer on the same sequence unpadded
+        assert_close(out[1, :4], self._torch_like(block, True)(x[1:2, :4])[0], cond=COND,
+                     what="EncoderBlock padded row vs the unpadded sequence")
 
     @pytest.mark.parametrize("variant", [{}, {"ffn": "swiglu", "norm": "rmsnorm"}], ids=["gelu", "swiglu"])
     def test_zeroed_sublayers_make_the_pre_norm_block_the_identity(self, variant):
         block = self._block(seed=8, **variant)
         _zero_sublayer_outputs(block)
         x = randn(2, 5, D, seed=9)
+        # zero out_proj and down projection make each residual branch exactly 0: x + 0 is x, exactly
         assert torch.equal(block(x), x)
         assert torch.equal(block(x, self.VALID[:2, :5]), x)
 
@@ -341,7 +363,7 @@ class TestEncoderBlock:
         reference = self._block(seed=15)
         x = randn(2, 5, D, seed=16)
         block.eval()
-        torch.testing.assert_close(block(x), reference(x), atol=0.0, rtol=0.0)
+        assert_close(block(x), self._torch_like(reference, True)(x), cond=COND, what="EncoderBlock(dropout) in eval mode")
         block.train()
         assert not torch.allclose(block(x), reference(x), atol=1e-3)
 
@@ -373,21 +395,25 @@ class TestEncoderBlock:
         ref = self._torch_like(block, True)
         out = block(x)
         assert out.shape == (1, 1, D)
-        torch.testing.assert_close(out, ref(x), **TOL.COMPOSITE.kw())
+        assert_close(out, ref(x), cond=COND, what="EncoderBlock(one token) vs torch")
 
+    def test_inputs_are_not_modified(self):
+        call_leaves_inputs_unchanged(self._block(seed=24), randn(3, 6, D, seed=25), self.VALID)
+
+    @pytest.mark.contract
     def test_errors(self):
         block = self._block(seed=23)
-        with pytest.raises(ValueError, match="x"):
+        with pytest.raises(ValueError):
             block(randn(2, 5, D + 1))
-        with pytest.raises(ValueError, match="x"):
+        with pytest.raises(ValueError):
             block(randn(5, D))
-        with pytest.raises(ValueError, match="key_padding_mask"):
+        with pytest.raises(ValueError):
             block(randn(2, 5, D), torch.ones(2, 4, dtype=torch.bool))
-        with pytest.raises(ValueError, match="key_padding_mask"):
+        with pytest.raises(ValueError):
             block(randn(2, 5, D), torch.ones(2, 5))
-        with pytest.raises(ValueError, match="ffn"):
+        with pytest.raises(ValueError):
             blocks.EncoderBlock(D, H, ffn="relu")
-        with pytest.raises(ValueError, match="norm"):
+        with pytest.raises(ValueError):
             blocks.EncoderBlock(D, H, norm="batchnorm")
 
 
@@ -442,7 +468,7 @@ class TestDecoderBlock:
         else:
             out = block(x, memory)
             expected = ref(x, memory, tgt_mask=tgt_mask)
-        torch.testing.assert_close(out, expected, **TOL.COMPOSITE.kw())
+        assert_close(out, expected, cond=COND, what="DecoderBlock vs nn.TransformerDecoderLayer")
 
     def test_target_padding_matches_torch(self):
         block = self._block(seed=4, cross_attention=True)
@@ -451,7 +477,7 @@ class TestDecoderBlock:
         valid = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
         out = block(x, memory, attention_mask=valid)
         expected = ref(x, memory, tgt_mask=~masks.causal_mask(5), tgt_key_padding_mask=~valid)
-        torch.testing.assert_close(out[valid], expected[valid], **TOL.COMPOSITE.kw())
+        assert_close(out[valid], expected[valid], cond=COND, what="DecoderBlock(attention_mask) vs torch")
 
     def test_attributes(self):
         plain = blocks.DecoderBlock(D, H)
@@ -477,18 +503,22 @@ class TestDecoderBlock:
         for t in range(5):
             y = x.clone()
             y[:, t + 1:] = randn(2, 5 - t, D, seed=10 + t)
-            torch.testing.assert_close(block(y, memory)[:, :t + 1], out[:, :t + 1], atol=1e-6, rtol=0.0)
+            assert_close(block(y, memory)[:, :t + 1], out[:, :t + 1], cond=COND,
+                         what=f"DecoderBlock outputs before changed token {t + 1}")
 
     def test_memory_permutation_and_masked_memory(self):
         block = self._block(seed=15, cross_attention=True)
         x, memory = randn(2, 5, D, seed=16), randn(2, 7, D, seed=17)
         perm = torch.tensor([6, 2, 0, 5, 1, 3, 4])
-        torch.testing.assert_close(block(x, memory[:, perm]), block(x, memory), atol=1e-6, rtol=1e-5)
+        assert_close(block(x, memory[:, perm]), block(x, memory), cond=COND, what="DecoderBlock on permuted memory")
         out = block(x, memory, memory_mask=self.MEMORY_VALID)
+        ref = self._torch_like(block, True)
+        expected = ref(x, memory, tgt_mask=~masks.causal_mask(5), memory_key_padding_mask=~self.MEMORY_VALID)
+        assert_close(out, expected, cond=COND, what="DecoderBlock(memory_mask) vs torch")
         changed = memory.clone()
         changed[~self.MEMORY_VALID] = 10.0 * randn(int((~self.MEMORY_VALID).sum()), D, seed=18)
-        torch.testing.assert_close(block(x, changed, memory_mask=self.MEMORY_VALID), out, atol=1e-6, rtol=0.0)
-        torch.testing.assert_close(out[1:], block(x[1:], memory[1:, :3]), atol=1e-6, rtol=1e-5)
+        assert_close(block(x, changed, memory_mask=self.MEMORY_VALID), expected, cond=COND,
+                     what="DecoderBlock with masked memory changed")
 
     @pytest.mark.parametrize(
         "kwargs",
@@ -508,7 +538,7 @@ class TestDecoderBlock:
             cache = kv_cache.KVCache(2, n_kv, D // H, 12)
             steps = self._decode_in_steps(block, x, cache, prefill=5)
         assert cache.length == 9
-        torch.testing.assert_close(steps, full, **TOL.COMPOSITE.kw())
+        assert_close(steps, full, cond=COND, what="cached DecoderBlock decoding vs the full forward")
 
     def test_cached_decoding_with_cross_attention_and_left_padding(self):
         block = self._block(seed=21, cross_attention=True, n_kv_heads=2).eval()
@@ -519,9 +549,9 @@ class TestDecoderBlock:
             steps = self._decode_in_steps(block, x, kv_cache.KVCache(2, 2, D // H, 8), prefill=4, memory=memory,
                                           attention_mask=valid, memory_mask=self.MEMORY_VALID)
             unpadded = block(x[:1, 2:], memory[:1])
-        torch.testing.assert_close(steps, full, **TOL.COMPOSITE.kw())
+        assert_close(steps, full, cond=COND, what="cached decoding with cross-attention and left padding")
         # left padding under the key mask equals the unpadded sequence (no positions are involved here)
-        torch.testing.assert_close(full[0, 2:], unpadded[0], atol=1e-5, rtol=1e-4)
+        assert_close(full[0, 2:], unpadded[0], cond=COND, what="left-padded row vs the unpadded sequence")
 
     @pytest.mark.parametrize("variant", [{}, {"cross_attention": True}, {"ffn": "swiglu", "norm": "rmsnorm"}])
     def test_zeroed_sublayers_make_the_pre_norm_block_the_identity(self, variant):
@@ -565,33 +595,41 @@ class TestDecoderBlock:
         block = self._block(seed=37, cross_attention=True)
         ref = self._torch_like(block, True)
         x, memory = randn(1, 1, D, seed=38), randn(1, 1, D, seed=39)
-        torch.testing.assert_close(block(x, memory), ref(x, memory), **TOL.COMPOSITE.kw())
+        want = ref(x, memory)
+        assert_close(block(x, memory), want, cond=COND, what="DecoderBlock(one token) vs torch")
         with torch.no_grad():
             cache = kv_cache.KVCache(1, H, D // H, 1)
-            torch.testing.assert_close(block(x, memory, kv_cache=cache), block(x, memory), atol=1e-6, rtol=0.0)
+            assert_close(block(x, memory, kv_cache=cache), want, cond=COND, what="DecoderBlock(one token, cache)")
 
+    def test_inputs_are_not_modified(self):
+        block = self._block(seed=44, cross_attention=True)
+        call_leaves_inputs_unchanged(block, randn(2, 5, D, seed=45), randn(2, 7, D, seed=46),
+                                     attention_mask=torch.tensor([[1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]),
+                                     memory_mask=self.MEMORY_VALID)
+
+    @pytest.mark.contract
     def test_errors_leave_the_cache_untouched(self):
         plain = self._block(seed=40)
         cross = self._block(seed=40, cross_attention=True)
         x, memory = randn(2, 3, D, seed=41), randn(2, 4, D, seed=42)
-        with pytest.raises(ValueError, match="memory"):
+        with pytest.raises(ValueError):
             plain(x, memory)
-        with pytest.raises(ValueError, match="memory"):
+        with pytest.raises(ValueError):
             cross(x)
-        with pytest.raises(ValueError, match="memory"):
+        with pytest.raises(ValueError):
             cross(x, randn(3, 4, D, seed=43))
-        with pytest.raises(ValueError, match="memory_mask"):
+        with pytest.raises(ValueError):
             cross(x, memory, memory_mask=torch.ones(2, 3, dtype=torch.bool))
-        with pytest.raises(ValueError, match="n_kv_heads"):
+        with pytest.raises(ValueError):
             blocks.DecoderBlock(D, H, n_kv_heads=3)
-        with pytest.raises(ValueError, match="x"):
+        with pytest.raises(ValueError):
             plain(randn(2, 3, D + 2))
         cache = kv_cache.KVCache(2, H, D // H, 8)
         with torch.no_grad():
             cross(x, memory, kv_cache=cache)
             k_before = cache.k.clone()
-            with pytest.raises(ValueError, match="attention_mask"):
+            with pytest.raises(ValueError):
                 cross(x[:, :1], memory, kv_cache=cache, attention_mask=torch.ones(2, 1, dtype=torch.bool))  # needs 4
-            with pytest.raises(ValueError, match="memory_mask"):
+            with pytest.raises(ValueError):
                 cross(x[:, :1], memory, kv_cache=cache, memory_mask=torch.ones(2, 5))
-        assert cache.length == 3 and bitwise_equal(cache.k, k_before)
+        assert cache.length == 3 and torch.equal(cache.k[:, :, :3], k_before[:, :, :3])

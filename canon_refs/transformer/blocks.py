@@ -54,42 +54,6 @@ _FFNS = ("gelu", "swiglu")
 _NORMS = ("layernorm", "rmsnorm")
 
 
-def _check_options(ffn: str, norm: str, dropout: float) -> None:
-    if ffn not in _FFNS:
-        raise ValueError(f"ffn must be one of {_FFNS}, got {ffn!r}")
-    if norm not in _NORMS:
-        raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-
-
-def _make_norm(norm: str, d_model: int, eps: float, bias: bool) -> nn.Module:
-    """``nn.LayerNorm(d, eps)`` (with a bias iff ``bias``) or ``RMSNorm(d, eps)``."""
-    if norm == "layernorm":
-        return nn.LayerNorm(d_model, eps=eps, bias=bias)
-    return RMSNorm(d_model, eps=eps)
-
-
-def _make_ffn(ffn: str, d_model: int, d_ff: int | None, dropout: float, bias: bool) -> nn.Module:
-    """``FeedForward`` (default width 4d) or ``SwiGLU`` (default width ``swiglu_hidden_dim(d)``)."""
-    if ffn == "gelu":
-        return FeedForward(d_model, d_ff, dropout, bias)
-    return SwiGLU(d_model, d_ff, bias=bias, dropout=dropout)
-
-
-def _check_x(x: Tensor, d_model: int) -> None:
-    if x.dim() != 3 or x.shape[-1] != d_model:
-        raise ValueError(f"x must be (B, T, d_model={d_model}), got shape {tuple(x.shape)}")
-
-
-def _check_padding(mask: Tensor | None, shape: tuple[int, int], name: str) -> None:
-    """A ``(B, T)`` bool|int key-padding mask of exactly ``shape``, or None."""
-    if mask is None:
-        return
-    if mask.is_floating_point() or tuple(mask.shape) != shape:
-        raise ValueError(f"{name} must be a bool|int (B, T) = {shape} mask, got {mask.dtype} {tuple(mask.shape)}")
-
-
 class EncoderBlock(nn.Module):
     """Bidirectional transformer block: self-attention and feed-forward, each in a residual branch.
 
@@ -98,7 +62,8 @@ class EncoderBlock(nn.Module):
         d_ff: feed-forward hidden width; None = the FFN's default (4d for GELU, ``swiglu_hidden_dim`` for SwiGLU).
         dropout: on attention weights, inside the FFN and on each sublayer output (training mode only).
         ffn: ``"gelu"`` (``FeedForward``) or ``"swiglu"`` (``SwiGLU``).
-        norm: ``"layernorm"`` (``nn.LayerNorm``) or ``"rmsnorm"`` (``RMSNorm``).
+        norm: ``"layernorm"`` (``nn.LayerNorm(d, eps=eps, bias=bias)``) or ``"rmsnorm"`` (``RMSNorm(d, eps=eps)``
+            of #15, ``canon_refs.nn.normalization_torch``); two separate norms, one per sublayer.
         norm_first: pre-norm (True) or post-norm (False).
         eps: the norms' eps. bias: biases in attention, FFN and LayerNorm.
 
@@ -165,8 +130,7 @@ class DecoderBlock(nn.Module):
                  eps: float = 1e-5, bias: bool = True) -> None:
         super().__init__()
         _check_options(ffn, norm, dropout)
-        if n_kv_heads is not None and (n_kv_heads < 1 or n_heads % n_kv_heads != 0):
-            raise ValueError(f"n_kv_heads={n_kv_heads} must be >= 1 and divide n_heads={n_heads}")
+        _check_kv_heads(n_heads, n_kv_heads)
         self.d_model = d_model
         self.norm_first = norm_first
         self.norm_attn = _make_norm(norm, d_model, eps, bias)
@@ -181,21 +145,6 @@ class DecoderBlock(nn.Module):
         self.norm_ffn = _make_norm(norm, d_model, eps, bias)
         self.ffn = _make_ffn(ffn, d_model, d_ff, dropout, bias)
         self.drop = nn.Dropout(dropout)
-
-    def _check_inputs(self, x: Tensor, memory: Tensor | None, attention_mask: Tensor | None,
-                      memory_mask: Tensor | None, past: int) -> None:
-        """Every ValueError of ``forward``, raised before the cache is written."""
-        _check_x(x, self.d_model)
-        B, T, _ = x.shape
-        if self.cross_attn is None and (memory is not None or memory_mask is not None):
-            raise ValueError("memory was given but the block has no cross-attention (cross_attention=False)")
-        if self.cross_attn is not None:
-            if memory is None:
-                raise ValueError("memory is required: the block was built with cross_attention=True")
-            if memory.dim() != 3 or memory.shape[0] != B or memory.shape[-1] != self.d_model:
-                raise ValueError(f"memory must be (B={B}, T_m, d_model={self.d_model}), got {tuple(memory.shape)}")
-            _check_padding(memory_mask, (B, memory.shape[1]), "memory_mask")
-        _check_padding(attention_mask, (B, past + T), "attention_mask (over cached + new keys)")
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, kv_cache: KVCache | None = None,
@@ -235,3 +184,60 @@ class DecoderBlock(nn.Module):
             cross = self.cross_attn(x, memory, memory_mask)              # (B, T, d)
             x = self.norm_cross(x + self.drop(cross))                    # (B, T, d)
         return self.norm_ffn(x + self.drop(self.ffn(x)))                 # (B, T, d)
+
+    def _check_inputs(self, x: Tensor, memory: Tensor | None, attention_mask: Tensor | None,
+                      memory_mask: Tensor | None, past: int) -> None:
+        """Every ValueError of ``forward``, raised before the cache is written."""
+        _check_x(x, self.d_model)
+        B, T, _ = x.shape
+        if self.cross_attn is None and (memory is not None or memory_mask is not None):
+            raise ValueError("memory was given but the block has no cross-attention (cross_attention=False)")
+        if self.cross_attn is not None:
+            if memory is None:
+                raise ValueError("memory is required: the block was built with cross_attention=True")
+            if memory.dim() != 3 or memory.shape[0] != B or memory.shape[-1] != self.d_model:
+                raise ValueError(f"memory must be (B={B}, T_m, d_model={self.d_model}), got {tuple(memory.shape)}")
+            _check_padding(memory_mask, (B, memory.shape[1]), "memory_mask")
+        _check_padding(attention_mask, (B, past + T), "attention_mask (over cached + new keys)")
+
+
+def _make_norm(norm: str, d_model: int, eps: float, bias: bool) -> nn.Module:
+    """``nn.LayerNorm(d, eps)`` (with a bias iff ``bias``) or ``RMSNorm(d, eps)``."""
+    if norm == "layernorm":
+        return nn.LayerNorm(d_model, eps=eps, bias=bias)
+    return RMSNorm(d_model, eps=eps)
+
+
+def _make_ffn(ffn: str, d_model: int, d_ff: int | None, dropout: float, bias: bool) -> nn.Module:
+    """``FeedForward`` (default width 4d) or ``SwiGLU`` (default width ``swiglu_hidden_dim(d)``)."""
+    if ffn == "gelu":
+        return FeedForward(d_model, d_ff, dropout, bias)
+    return SwiGLU(d_model, d_ff, bias=bias, dropout=dropout)
+
+
+def _check_options(ffn: str, norm: str, dropout: float) -> None:
+    if ffn not in _FFNS:
+        raise ValueError(f"ffn must be one of {_FFNS}, got {ffn!r}")
+    if norm not in _NORMS:
+        raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+
+
+def _check_x(x: Tensor, d_model: int) -> None:
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(f"x must be (B, T, d_model={d_model}), got shape {tuple(x.shape)}")
+
+
+def _check_padding(mask: Tensor | None, shape: tuple[int, int], name: str) -> None:
+    """A ``(B, T)`` bool|int key-padding mask of exactly ``shape``, or None."""
+    if mask is None:
+        return
+    if mask.is_floating_point() or tuple(mask.shape) != shape:
+        raise ValueError(f"{name} must be a bool|int (B, T) = {shape} mask, got {mask.dtype} {tuple(mask.shape)}")
+
+
+def _check_kv_heads(n_heads: int, n_kv_heads: int | None) -> None:
+    """ValueError unless ``n_kv_heads`` is None or a positive divisor of ``n_heads``."""
+    if n_kv_heads is not None and (n_kv_heads < 1 or n_heads % n_kv_heads != 0):
+        raise ValueError(f"n_kv_heads={n_kv_heads} must be >= 1 and divide n_heads={n_heads}")

@@ -35,21 +35,6 @@ from torch import Tensor, nn
 __all__ = ["FeedForward", "SwiGLU", "swiglu_hidden_dim"]
 
 
-def _check_width(value: int, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-
-
-def _check_dropout(dropout: float) -> None:
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-
-
-def _check_input(x: Tensor, d_model: int) -> None:
-    if x.dim() < 1 or x.shape[-1] != d_model:
-        raise ValueError(f"x must have last dim d_model={d_model}, got shape {tuple(x.shape)}")
-
-
 class FeedForward(nn.Module):
     """The GELU MLP of a transformer block: ``(..., d) -> (..., d)``, ``fc2(dropout(gelu(fc1(x))))``.
 
@@ -137,3 +122,18 @@ class SwiGLU(nn.Module):
         up = self.w3(x)                                                  # (..., d_ff)
         hidden = self.dropout(gate * up)                                 # (..., d_ff)
         return self.w2(hidden)                                           # (..., d)
+
+
+def _check_width(value: int, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
+def _check_dropout(dropout: float) -> None:
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+
+
+def _check_input(x: Tensor, d_model: int) -> None:
+    if x.dim() < 1 or x.shape[-1] != d_model:
+        raise ValueError(f"x must have last dim d_model={d_model}, got shape {tuple(x.shape)}")

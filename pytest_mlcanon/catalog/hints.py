@@ -331,6 +331,8 @@ HINTS: dict[int, ItemHints] = {
     29: ItemHints(
         "Pre-norm: x = x + drop(attn(norm1(x))); x = x + drop(ffn(norm2(x))). "
         "Post-norm: x = norm1(x + drop(attn(x))); x = norm2(x + drop(ffn(x))).\n"
+        "Conventions: key_padding_mask (B, T) is True/1 for real tokens; two separate norms (norm_attn, "
+        "norm_ffn); RMSNorm is #15's RMSNorm(d, eps=eps); dropout only in training.\n"
         "Shapes: everything stays (B, T, d); key padding (B, T) -> (B, 1, 1, T).",
         "The residual adds the un-normalised x (pre-norm) - normalising the residual stream itself is the "
         "common bug. Two separate norms (norm_attn, norm_ffn), never one shared. With out_proj and the last "
@@ -339,6 +341,8 @@ HINTS: dict[int, ItemHints] = {
     30: ItemHints(
         "x = x + self_attn(norm(x), causal, cache); [x = x + cross_attn(norm(x), memory, memory_mask)]; "
         "x = x + ffn(norm(x)).\n"
+        "Conventions: self-attention is always causal; attention_mask (B, T_total) covers cached + new "
+        "keys; memory_mask (B, T_m) is True/1 for real memory tokens.\n"
         "Shapes: x (B, T, d), memory (B, T_m, d), attention_mask (B, T_total) over cached + new keys.",
         "Self-attention is always causal, and with a KV cache the causal mask and the positions are offset "
         "by the cache length. attention_mask covers ALL keys self-attention sees (cached and new), so slice "
@@ -397,6 +401,8 @@ HINTS: dict[int, ItemHints] = {
     36: ItemHints(
         "SwiGLU(x) = w2( silu(w1 x) * w3 x ); hidden width int(8d/3) rounded up to a multiple of 8. "
         "The GELU FFN is fc2(gelu(fc1(x))) with d_ff = 4d.\n"
+        "Conventions: hidden width int(8d/3) rounded UP to multiple_of (48 -> 128); SwiGLU has no biases by "
+        "default; FeedForward uses the exact (erf) GELU; dropout only in training.\n"
         "Shapes: x (..., d), gate and up (..., d_ff), product (..., d_ff), out (..., d).",
         "silu is x*sigmoid(x), applied to the gate (w1) only, not to the up projection (w3). Round the "
         "hidden width UP to multiple_of (48 -> 128). No biases by default; exact (erf) GELU in FeedForward.",
