@@ -41,31 +41,9 @@ from torch import Tensor, nn
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def _check_logits(logits: Tensor) -> None:
-    if not isinstance(logits, Tensor) or logits.ndim != 2 or not logits.is_floating_point():
-        shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
-        raise ValueError(f"logits must be a 2-D floating (B, V) tensor, got {shape}")
-
-
-def _check_top_k(k: int | None, name: str) -> None:
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-        raise ValueError(f"{name} must be an int >= 1, got {k!r}")
-
-
-def _check_top_p(p: float | None, name: str) -> None:
-    if p is not None and (not isinstance(p, (int, float)) or not math.isfinite(p) or not 0.0 < p <= 1.0):
-        raise ValueError(f"{name} must lie in (0, 1], got {p!r}")
-
-
-def _check_sampling(greedy: bool, temperature: float, top_k: int | None, top_p: float | None) -> None:
-    if not greedy and (not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature <= 0):
-        raise ValueError(f"temperature must be finite and > 0 when sampling, got {temperature!r}")
-    _check_top_k(top_k, "top_k")
-    _check_top_p(top_p, "top_p")
-
-
 def top_k_filter(logits: Tensor, k: int) -> Tensor:
-    """Keep the ``k`` largest logits of each row; the others become ``torch.finfo(dtype).min``.
+    """Keep the ``k`` largest logits of each row; the others are removed (``torch.finfo(dtype).min``;
+    ``-inf`` is accepted too).
 
     Ties with the k-th largest value are kept, so a row may keep more than ``k`` entries. ``k >= V`` keeps
     everything.
@@ -93,7 +71,7 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
 
     A token is removed when the probability mass strictly before it (in descending order) is already
     ``>= p``; the argmax is therefore always kept. ``p = 1`` keeps every token. Probabilities are
-    accumulated in at least float32. Removed entries become ``torch.finfo(dtype).min``.
+    accumulated in at least float32. Removed entries become ``torch.finfo(dtype).min`` (or ``-inf``).
 
     Args:
         logits: ``(B, V)`` floating (already divided by the temperature, if any).
@@ -206,20 +184,10 @@ def generate(
             arguments (see :func:`sample_next_token`); ``eos_id`` negative; with ``use_cache``,
             ``T_0 + max_new_tokens`` above ``model.config.max_seq_len``. All before the first forward.
     """
-    if not isinstance(idx, Tensor) or idx.ndim != 2 or idx.dtype.is_floating_point or idx.dtype == torch.bool:
-        raise ValueError("idx must be a 2-D integer (B, T_0) tensor of token ids")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-    _check_sampling(greedy, temperature, top_k, top_p)
-    if eos_id is not None and (isinstance(eos_id, bool) or not isinstance(eos_id, int) or eos_id < 0):
-        raise ValueError(f"eos_id must be None or an int >= 0, got {eos_id!r}")
     max_len = getattr(getattr(model, "config", None), "max_seq_len", None)
+    _check_generate(idx, max_new_tokens, eos_id, max_len if use_cache else None)
+    _check_sampling(greedy, temperature, top_k, top_p)
     B, T_0 = idx.shape
-    if use_cache and max_len is not None and T_0 + max_new_tokens > max_len:
-        raise ValueError(
-            f"cached generation of T_0 + max_new_tokens = {T_0 + max_new_tokens} tokens exceeds "
-            f"max_seq_len = {max_len}; lower max_new_tokens or generate without the cache"
-        )
     ids = idx.long()                                                     # (B, T_0)
     if max_new_tokens == 0:
         return ids.clone()
@@ -238,3 +206,40 @@ def generate(
             finished = finished | (next_id == eos_id)                   # (B,)
         ids = torch.cat([ids, next_id[:, None]], dim=1)                  # (B, T_cur)
     return ids
+
+
+def _check_generate(idx: Tensor, max_new_tokens: int, eos_id: int | None, cache_limit: int | None) -> None:
+    """ValueError for the non-sampling argument errors :func:`generate` documents (before any forward)."""
+    if not isinstance(idx, Tensor) or idx.ndim != 2 or idx.dtype.is_floating_point or idx.dtype == torch.bool:
+        raise ValueError("idx must be a 2-D integer (B, T_0) tensor of token ids")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if eos_id is not None and (isinstance(eos_id, bool) or not isinstance(eos_id, int) or eos_id < 0):
+        raise ValueError(f"eos_id must be None or an int >= 0, got {eos_id!r}")
+    total = idx.shape[1] + max_new_tokens
+    if cache_limit is not None and total > cache_limit:
+        raise ValueError(f"cached generation of T_0 + max_new_tokens = {total} tokens exceeds max_seq_len = "
+                         f"{cache_limit}; lower max_new_tokens or generate without the cache")
+
+
+def _check_logits(logits: Tensor) -> None:
+    if not isinstance(logits, Tensor) or logits.ndim != 2 or not logits.is_floating_point():
+        shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
+        raise ValueError(f"logits must be a 2-D floating (B, V) tensor, got {shape}")
+
+
+def _check_top_k(k: int | None, name: str) -> None:
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"{name} must be an int >= 1, got {k!r}")
+
+
+def _check_top_p(p: float | None, name: str) -> None:
+    if p is not None and (not isinstance(p, (int, float)) or not math.isfinite(p) or not 0.0 < p <= 1.0):
+        raise ValueError(f"{name} must lie in (0, 1], got {p!r}")
+
+
+def _check_sampling(greedy: bool, temperature: float, top_k: int | None, top_p: float | None) -> None:
+    if not greedy and (not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature <= 0):
+        raise ValueError(f"temperature must be finite and > 0 when sampling, got {temperature!r}")
+    _check_top_k(top_k, "top_k")
+    _check_top_p(top_p, "top_p")

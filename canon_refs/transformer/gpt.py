@@ -75,35 +75,6 @@ class GPTConfig:
     tie_weights: bool = True
 
 
-def _check_config(config: GPTConfig) -> None:
-    """ValueError naming the first invalid field of ``config``."""
-    for name in ("vocab_size", "max_seq_len", "d_model", "n_heads", "n_layers"):
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"config.{name} must be an int >= 1, got {value!r}")
-    if config.d_model % config.n_heads != 0:
-        raise ValueError(f"config.n_heads={config.n_heads} must divide config.d_model={config.d_model}")
-    if config.pos not in ("learned", "rope"):
-        raise ValueError(f"config.pos must be 'learned' or 'rope', got {config.pos!r}")
-    if config.pos == "rope" and (config.d_model // config.n_heads) % 2 != 0:
-        raise ValueError(f"config.pos='rope' needs an even head width, got d_model/n_heads = "
-                         f"{config.d_model // config.n_heads}")
-    if config.ffn not in ("gelu", "swiglu"):
-        raise ValueError(f"config.ffn must be 'gelu' or 'swiglu', got {config.ffn!r}")
-    if config.norm not in ("layernorm", "rmsnorm"):
-        raise ValueError(f"config.norm must be 'layernorm' or 'rmsnorm', got {config.norm!r}")
-    if config.n_kv_heads is not None and (config.n_kv_heads < 1 or config.n_heads % config.n_kv_heads != 0):
-        raise ValueError(f"config.n_kv_heads={config.n_kv_heads} must be >= 1 and divide n_heads={config.n_heads}")
-    if not 0.0 <= config.dropout < 1.0:
-        raise ValueError(f"config.dropout must be in [0, 1), got {config.dropout!r}")
-
-
-def _check_ids(ids: Tensor, name: str) -> None:
-    if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.is_floating_point() or ids.dtype == torch.bool:
-        shape = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
-        raise ValueError(f"{name} must be a 2-D integer (B, T) tensor of token ids, got {shape}")
-
-
 class GPT(nn.Module):
     """Decoder-only transformer language model.
 
@@ -148,18 +119,6 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def _positions(self, position_ids: Tensor | None, B: int, T: int, past: int, device: torch.device) -> Tensor:
-        """Validated position ids, ``(T,)`` (default ``arange(past, past + T)``) or ``(B, T)``."""
-        if position_ids is None:
-            return torch.arange(past, past + T, device=device)           # (T,)
-        if position_ids.is_floating_point() or position_ids.dtype == torch.bool:
-            raise ValueError(f"position_ids must be an integer tensor, got {position_ids.dtype}")
-        if position_ids.shape not in ((T,), (B, T)):
-            raise ValueError(f"position_ids must be (T,) or (B, T) = ({B}, {T}), got {tuple(position_ids.shape)}")
-        if position_ids.numel() and (position_ids.min() < 0 or position_ids.max() >= self.config.max_seq_len):
-            raise ValueError(f"position_ids must lie in [0, max_seq_len={self.config.max_seq_len})")
-        return position_ids
-
     def hidden_states(self, idx: Tensor, *, attention_mask: Tensor | None = None,
                       position_ids: Tensor | None = None,
                       kv_caches: list[KVCache] | None = None) -> Tensor:
@@ -176,24 +135,12 @@ class GPT(nn.Module):
         outside ``[0, V)``, more tokens (cached + new) than ``max_seq_len`` or than the caches hold, a wrong
         number of caches, bad ``position_ids`` or an ``attention_mask`` that is not ``(B, T_total)``.
         """
-        _check_ids(idx, "idx")
-        B, T = idx.shape
-        V = self.config.vocab_size
-        if idx.numel() and (idx.min() < 0 or idx.max() >= V):
-            raise ValueError(f"idx holds ids outside [0, vocab_size={V}): [{int(idx.min())}, {int(idx.max())}]")
-        if kv_caches is not None and len(kv_caches) != self.config.n_layers:
-            raise ValueError(f"kv_caches must hold one cache per layer ({self.config.n_layers}), got {len(kv_caches)}")
+        self._check_inputs(idx, attention_mask, position_ids, kv_caches)
+        T = idx.shape[1]
         past = 0 if kv_caches is None else int(kv_caches[0].length)
-        if kv_caches is not None and past + T > kv_caches[0].k.shape[-2]:
-            raise ValueError(f"idx: {past} cached + {T} new tokens exceed the kv_caches capacity "
-                             f"{kv_caches[0].k.shape[-2]}")
-        if past + T > self.config.max_seq_len:
-            raise ValueError(f"idx: {past} cached + {T} new tokens exceed max_seq_len={self.config.max_seq_len}")
-        if attention_mask is not None and (attention_mask.is_floating_point()
-                                           or tuple(attention_mask.shape) != (B, past + T)):
-            raise ValueError(f"attention_mask must be a bool|int (B, T_total) = ({B}, {past + T}) mask, "
-                             f"got {attention_mask.dtype} {tuple(attention_mask.shape)}")
-        positions = self._positions(position_ids, B, T, past, idx.device)
+        positions = position_ids
+        if positions is None:
+            positions = torch.arange(past, past + T, device=idx.device)  # (T,)
         x = self.tok_emb(idx)                                            # (B, T, d)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions)                              # (B, T, d)
@@ -213,11 +160,7 @@ class GPT(nn.Module):
         ignored); the loss is ``lm_loss(logits, targets)``. Other arguments as in ``hidden_states``.
         Raises ValueError for a ``targets`` shape other than ``idx``'s and everything ``hidden_states`` raises.
         """
-        _check_ids(idx, "idx")
-        if targets is not None:
-            _check_ids(targets, "targets")
-            if targets.shape != idx.shape:
-                raise ValueError(f"targets shape {tuple(targets.shape)} must equal idx shape {tuple(idx.shape)}")
+        _check_targets(idx, targets)
         h = self.hidden_states(idx, attention_mask=attention_mask, position_ids=position_ids,  # (B, T, d)
                                kv_caches=kv_caches)
         logits = self.lm_head(h)                                         # (B, T, V)
@@ -252,6 +195,35 @@ class GPT(nn.Module):
                 total -= self.pos_emb.weight.numel()
         return total
 
+    def _check_inputs(self, idx: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None,
+                      kv_caches: list[KVCache] | None) -> None:
+        """Every ValueError of ``hidden_states``, raised before any cache is written."""
+        _check_ids(idx, "idx")
+        B, T = idx.shape
+        V = self.config.vocab_size
+        if idx.numel() and (idx.min() < 0 or idx.max() >= V):
+            raise ValueError(f"idx holds ids outside [0, vocab_size={V}): [{int(idx.min())}, {int(idx.max())}]")
+        if kv_caches is not None and len(kv_caches) != self.config.n_layers:
+            raise ValueError(f"kv_caches must hold one cache per layer ({self.config.n_layers}), got {len(kv_caches)}")
+        past = 0 if kv_caches is None else int(kv_caches[0].length)
+        if kv_caches is not None and past + T > kv_caches[0].k.shape[-2]:
+            raise ValueError(f"idx: {past} cached + {T} new tokens exceed the kv_caches capacity "
+                             f"{kv_caches[0].k.shape[-2]}")
+        if past + T > self.config.max_seq_len:
+            raise ValueError(f"idx: {past} cached + {T} new tokens exceed max_seq_len={self.config.max_seq_len}")
+        if attention_mask is not None and (attention_mask.is_floating_point()
+                                           or tuple(attention_mask.shape) != (B, past + T)):
+            raise ValueError(f"attention_mask must be a bool|int (B, T_total) = ({B}, {past + T}) mask, "
+                             f"got {attention_mask.dtype} {tuple(attention_mask.shape)}")
+        if position_ids is None:
+            return
+        if position_ids.is_floating_point() or position_ids.dtype == torch.bool:
+            raise ValueError(f"position_ids must be an integer tensor, got {position_ids.dtype}")
+        if position_ids.shape not in ((T,), (B, T)):
+            raise ValueError(f"position_ids must be (T,) or (B, T) = ({B}, {T}), got {tuple(position_ids.shape)}")
+        if position_ids.numel() and (position_ids.min() < 0 or position_ids.max() >= self.config.max_seq_len):
+            raise ValueError(f"position_ids must lie in [0, max_seq_len={self.config.max_seq_len})")
+
 
 def make_next_token_targets(input_ids: Tensor, attention_mask: Tensor | None = None,
                             prompt_lengths: Tensor | None = None, ignore_index: int = -100) -> Tensor:
@@ -265,20 +237,15 @@ def make_next_token_targets(input_ids: Tensor, attention_mask: Tensor | None = N
     Raises ValueError for ``input_ids`` not 2-D integer with ``T >= 1``, an ``attention_mask`` of another shape or floating,
     ``prompt_lengths`` not ``(B,)`` integer or negative.
     """
-    _check_ids(input_ids, "input_ids")
+    if prompt_lengths is not None:
+        prompt_lengths = torch.as_tensor(prompt_lengths, device=input_ids.device)  # (B,)
+    _check_target_args(input_ids, attention_mask, prompt_lengths)
     B, T = input_ids.shape
-    if T < 1:
-        raise ValueError("input_ids must hold at least one position (T >= 1)")
     ids = input_ids.long()                                               # (B, T)
     keep = torch.ones(B, T - 1, dtype=torch.bool, device=ids.device)     # (B, T - 1)
     if attention_mask is not None:
-        if attention_mask.is_floating_point() or attention_mask.shape != input_ids.shape:
-            raise ValueError(f"attention_mask must be a bool|int mask of shape {(B, T)}, got {tuple(attention_mask.shape)}")
         keep = keep & (attention_mask[:, 1:] != 0)                       # (B, T - 1)
     if prompt_lengths is not None:
-        prompt_lengths = torch.as_tensor(prompt_lengths, device=ids.device)  # (B,)
-        if prompt_lengths.shape != (B,) or prompt_lengths.is_floating_point() or (prompt_lengths < 0).any():
-            raise ValueError(f"prompt_lengths must be a (B,) = ({B},) tensor of integers >= 0, got {prompt_lengths}")
         next_pos = torch.arange(1, T, device=ids.device)[None, :]        # (1, T - 1)
         keep = keep & (next_pos >= prompt_lengths[:, None])              # (B, T - 1)
     shifted = ids[:, 1:].masked_fill(~keep, ignore_index)                # (B, T - 1)
@@ -290,26 +257,19 @@ def make_next_token_targets(input_ids: Tensor, attention_mask: Tensor | None = N
 def lm_loss(logits: Tensor, targets: Tensor, ignore_index: int = -100) -> Tensor:
     """Mean cross-entropy over the positions whose target is not ``ignore_index``; ``()`` in logits' dtype.
 
-    ``logits (B, T, V)`` floating, ``targets (B, T)`` integer aligned position-wise. Computed as
-    ``-log_softmax(logits)[target]`` (float32 for float16/bfloat16 logits), equal to
-    ``F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=ignore_index)``. A batch with
-    no active target returns ``logits.sum() · 0``: zero, and still in the graph, where ``F.cross_entropy``
-    returns NaN (0 / 0).
+    ``logits (B, T, V)`` floating, ``targets (B, T)`` integer aligned position-wise. Equals
+    ``F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=ignore_index)`` where some
+    target is active; float16/bfloat16 logits are computed in float32 and the loss cast back. A batch with
+    no active target returns 0 (not NaN), still connected to the autograd graph of ``logits``.
 
     Raises ValueError for logits that are not 3-D floating, targets whose shape is not ``(B, T)``, or
     active targets outside ``[0, V)``.
     """
-    if logits.dim() != 3 or not logits.is_floating_point():
-        raise ValueError(f"logits must be a floating (B, T, V) tensor, got {logits.dtype} {tuple(logits.shape)}")
-    _check_ids(targets, "targets")
+    _check_loss_args(logits, targets, ignore_index)
     B, T, V = logits.shape
-    if targets.shape != (B, T):
-        raise ValueError(f"targets must be (B, T) = ({B}, {T}), got {tuple(targets.shape)}")
     flat_logits = logits.reshape(B * T, V)                               # (B*T, V)
     flat_targets = targets.reshape(B * T).long()                         # (B*T,)
     active = flat_targets != ignore_index                                # (B*T,)
-    if bool(((flat_targets[active] < 0) | (flat_targets[active] >= V)).any()):
-        raise ValueError(f"targets must lie in [0, V={V}) or equal ignore_index={ignore_index}")
     n_active = int(active.sum())
     if n_active == 0:
         return logits.sum() * 0.0
@@ -329,12 +289,7 @@ def get_batch(data: Tensor, batch_size: int, seq_len: int,
     so ``model(x, y)`` needs no further shift). Raises ValueError if ``data`` is not a 1-D integer tensor,
     ``batch_size`` or ``seq_len`` is < 1, or ``N <= seq_len``.
     """
-    if not isinstance(data, Tensor) or data.dim() != 1 or data.is_floating_point() or data.dtype == torch.bool:
-        raise ValueError("data must be a 1-D integer tensor of token ids")
-    if batch_size < 1 or seq_len < 1:
-        raise ValueError(f"batch_size and seq_len must be >= 1, got {batch_size} and {seq_len}")
-    if data.numel() <= seq_len:
-        raise ValueError(f"data has {data.numel()} tokens; it needs more than seq_len={seq_len}")
+    _check_stream(data, batch_size, seq_len)
     starts = torch.randint(0, data.numel() - seq_len, (batch_size,),     # (B,)
                            generator=generator)
     offsets = torch.arange(seq_len)                                      # (T,)
@@ -344,7 +299,10 @@ def get_batch(data: Tensor, batch_size: int, seq_len: int,
 
 def train_gpt(model: GPT, data: Tensor, *, steps: int = 300, batch_size: int = 16, seq_len: int = 32,
               lr: float = 3e-3, grad_clip: float | None = 1.0, seed: int = 0) -> dict[str, list[float]]:
-    """Train ``model`` on random windows of ``data`` with AdamW; returns ``{"losses": [...]}``, one per step.
+    """Train ``model`` on random windows of ``data`` with AdamW; returns a history dict.
+
+    The history holds ``"losses"``: one float per step (the training loss of that step's batch); an
+    implementation may add other keys.
 
     AdamW(lr, weight_decay=0) over the parameters that require grad (so a LoRA-wrapped model, #38, trains
     only its adapters); global-norm gradient clipping at ``grad_clip`` (None = off); batches drawn by
@@ -353,16 +311,8 @@ def train_gpt(model: GPT, data: Tensor, *, steps: int = 300, batch_size: int = 1
     Raises ValueError, before any update, for ``steps < 1``, ``lr`` not finite and > 0, ``grad_clip <= 0``,
     ``seq_len`` above ``model.config.max_seq_len`` and everything ``get_batch`` raises.
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
-    if grad_clip is not None and not grad_clip > 0:
-        raise ValueError(f"grad_clip must be > 0 or None, got {grad_clip!r}")
-    if seq_len > model.config.max_seq_len:
-        raise ValueError(f"seq_len={seq_len} exceeds model.config.max_seq_len={model.config.max_seq_len}")
+    _check_training(model, data, steps, batch_size, seq_len, lr, grad_clip)
     generator = torch.Generator().manual_seed(seed)
-    get_batch(data, batch_size, seq_len, torch.Generator().manual_seed(seed))  # validates before training
     params: Sequence[nn.Parameter] = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     model.train()
@@ -377,3 +327,91 @@ def train_gpt(model: GPT, data: Tensor, *, steps: int = 300, batch_size: int = 1
         optimizer.step()
         losses.append(float(loss.detach()))
     return {"losses": losses}
+
+
+def _check_targets(idx: Tensor, targets: Tensor | None) -> None:
+    """ValueError unless ``idx`` (and ``targets``, when given) are 2-D integer tensors of one shape."""
+    _check_ids(idx, "idx")
+    if targets is not None:
+        _check_ids(targets, "targets")
+        if targets.shape != idx.shape:
+            raise ValueError(f"targets shape {tuple(targets.shape)} must equal idx shape {tuple(idx.shape)}")
+
+
+def _check_target_args(input_ids: Tensor, attention_mask: Tensor | None, prompt_lengths: Tensor | None) -> None:
+    """ValueError for the argument errors :func:`make_next_token_targets` documents."""
+    _check_ids(input_ids, "input_ids")
+    B, T = input_ids.shape
+    if T < 1:
+        raise ValueError("input_ids must hold at least one position (T >= 1)")
+    if attention_mask is not None and (attention_mask.is_floating_point() or attention_mask.shape != input_ids.shape):
+        raise ValueError(f"attention_mask must be a bool|int mask of shape {(B, T)}, got {tuple(attention_mask.shape)}")
+    if prompt_lengths is not None and (prompt_lengths.shape != (B,) or prompt_lengths.is_floating_point()
+                                       or bool((prompt_lengths < 0).any())):
+        raise ValueError(f"prompt_lengths must be a (B,) = ({B},) tensor of integers >= 0, got {prompt_lengths}")
+
+
+def _check_loss_args(logits: Tensor, targets: Tensor, ignore_index: int) -> None:
+    """ValueError for the argument errors :func:`lm_loss` documents."""
+    if logits.dim() != 3 or not logits.is_floating_point():
+        raise ValueError(f"logits must be a floating (B, T, V) tensor, got {logits.dtype} {tuple(logits.shape)}")
+    _check_ids(targets, "targets")
+    B, T, V = logits.shape
+    if targets.shape != (B, T):
+        raise ValueError(f"targets must be (B, T) = ({B}, {T}), got {tuple(targets.shape)}")
+    active = targets[targets != ignore_index]
+    if bool(((active < 0) | (active >= V)).any()):
+        raise ValueError(f"targets must lie in [0, V={V}) or equal ignore_index={ignore_index}")
+
+
+def _check_stream(data: Tensor, batch_size: int, seq_len: int) -> None:
+    """ValueError for the argument errors :func:`get_batch` documents."""
+    if not isinstance(data, Tensor) or data.dim() != 1 or data.is_floating_point() or data.dtype == torch.bool:
+        raise ValueError("data must be a 1-D integer tensor of token ids")
+    if batch_size < 1 or seq_len < 1:
+        raise ValueError(f"batch_size and seq_len must be >= 1, got {batch_size} and {seq_len}")
+    if data.numel() <= seq_len:
+        raise ValueError(f"data has {data.numel()} tokens; it needs more than seq_len={seq_len}")
+
+
+def _check_training(model: GPT, data: Tensor, steps: int, batch_size: int, seq_len: int, lr: float,
+                    grad_clip: float | None) -> None:
+    """ValueError, before any update, for the argument errors :func:`train_gpt` documents."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
+    if grad_clip is not None and not grad_clip > 0:
+        raise ValueError(f"grad_clip must be > 0 or None, got {grad_clip!r}")
+    if seq_len > model.config.max_seq_len:
+        raise ValueError(f"seq_len={seq_len} exceeds model.config.max_seq_len={model.config.max_seq_len}")
+    _check_stream(data, batch_size, seq_len)
+
+
+def _check_config(config: GPTConfig) -> None:
+    """ValueError naming the first invalid field of ``config``."""
+    for name in ("vocab_size", "max_seq_len", "d_model", "n_heads", "n_layers"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"config.{name} must be an int >= 1, got {value!r}")
+    if config.d_model % config.n_heads != 0:
+        raise ValueError(f"config.n_heads={config.n_heads} must divide config.d_model={config.d_model}")
+    if config.pos not in ("learned", "rope"):
+        raise ValueError(f"config.pos must be 'learned' or 'rope', got {config.pos!r}")
+    if config.pos == "rope" and (config.d_model // config.n_heads) % 2 != 0:
+        raise ValueError(f"config.pos='rope' needs an even head width, got d_model/n_heads = "
+                         f"{config.d_model // config.n_heads}")
+    if config.ffn not in ("gelu", "swiglu"):
+        raise ValueError(f"config.ffn must be 'gelu' or 'swiglu', got {config.ffn!r}")
+    if config.norm not in ("layernorm", "rmsnorm"):
+        raise ValueError(f"config.norm must be 'layernorm' or 'rmsnorm', got {config.norm!r}")
+    if config.n_kv_heads is not None and (config.n_kv_heads < 1 or config.n_heads % config.n_kv_heads != 0):
+        raise ValueError(f"config.n_kv_heads={config.n_kv_heads} must be >= 1 and divide n_heads={config.n_heads}")
+    if not 0.0 <= config.dropout < 1.0:
+        raise ValueError(f"config.dropout must be in [0, 1), got {config.dropout!r}")
+
+
+def _check_ids(ids: Tensor, name: str) -> None:
+    if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.is_floating_point() or ids.dtype == torch.bool:
+        shape = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
+        raise ValueError(f"{name} must be a 2-D integer (B, T) tensor of token ids, got {shape}")

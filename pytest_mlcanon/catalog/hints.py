@@ -352,6 +352,9 @@ HINTS: dict[int, ItemHints] = {
         "logits = lm_head(norm_f(blocks(tok_emb(idx) + pos_emb(positions)))); "
         "loss = CE(logits[b, t], targets[b, t]) over targets != -100.\n"
         "Targets for next-token training: targets[:, t] = idx[:, t + 1] (shift by one), last column ignored.\n"
+        "Conventions: weights N(0, 0.02) and zero biases (GPT-2), lm_head tied to tok_emb; lm_loss with no "
+        "active target returns 0 in the graph; train_gpt returns a dict holding 'losses' (one per step; "
+        "extra keys allowed).\n"
         "Shapes: idx (B, T), x (B, T, d), logits (B, T, V), flattened (B*T, V) and (B*T,).",
         "The label shift: logits at t predict token t + 1; shifting twice (in the targets and again in "
         "the loss) or not at all still trains, to the wrong thing. Tie lm_head.weight to tok_emb.weight "
@@ -362,6 +365,9 @@ HINTS: dict[int, ItemHints] = {
         "logits / T -> top-k (keep >= k-th largest) -> top-p (smallest set of sorted probs with cumulative "
         ">= p) -> softmax -> multinomial; greedy is argmax.\n"
         "generate: loop max_new_tokens times, feed the (cropped) context, append the sampled id.\n"
+        "Conventions: order temperature -> top-k -> top-p; top-k keeps ties with the k-th value; top-p drops a "
+        "token when the mass before it already reaches p; after eos_id a row keeps emitting eos_id; draws "
+        "use the generator given.\n"
         "Shapes: logits (B, V), sorted probs and cumsum (B, V), next ids (B,), idx (B, T + 1) after cat.",
         "In top-p, remove a token when the cumulative probability BEFORE it already reaches p (shift the "
         "mask right by one) so the argmax is always kept. Filter with -inf and keep ties at the k-th value. "
