@@ -54,10 +54,7 @@ def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
     Raises ValueError if ``x`` is not 4-D or ``n_rep < 1``.
     Source: the ``repeat_kv`` of HF Llama / Mistral (Ainslie et al. 2023, GQA).
     """
-    if isinstance(n_rep, bool) or not isinstance(n_rep, int) or n_rep < 1:
-        raise ValueError(f"n_rep must be an int >= 1, got {n_rep!r}")
-    if x.dim() != 4:
-        raise ValueError(f"x must be (B, H_kv, T, d_h), got shape {tuple(x.shape)}")
+    _check_repeat(x, n_rep)
     if n_rep == 1:
         return x
     B, H_kv, T, d_h = x.shape
@@ -87,16 +84,7 @@ class GroupedQueryAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, *, bias: bool = False,
                  dropout: float = 0.0, rope: RotaryEmbedding | None = None) -> None:
         super().__init__()
-        if d_model < 1:
-            raise ValueError(f"d_model must be >= 1, got {d_model}")
-        if n_heads < 1 or d_model % n_heads != 0:
-            raise ValueError(f"n_heads must be >= 1 and divide d_model={d_model}, got n_heads={n_heads}")
-        if n_kv_heads < 1:
-            raise ValueError(f"n_kv_heads must be >= 1, got {n_kv_heads}")
-        if n_heads % n_kv_heads != 0:
-            raise ValueError(f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        _check_sizes(d_model, n_heads, n_kv_heads, dropout)
         self.d_model = d_model
         self.n_heads = n_heads
         self.n_kv_heads = n_kv_heads
@@ -114,21 +102,11 @@ class GroupedQueryAttention(nn.Module):
         B, T, _ = x.shape
         return x.reshape(B, T, heads, self.head_dim).transpose(1, 2)     # (B, heads, T, d_h)
 
-    def _mask(self, mask: Tensor | None, is_causal: bool, B: int, T_q: int, T_k: int,
+    def _mask(self, mask: Tensor | None, is_causal: bool, T_q: int, T_k: int,
               device: torch.device) -> Tensor | None:
-        """Validate ``mask`` against ``(B, H, T_q, T_k)`` and AND the bottom-right causal mask into it."""
-        if mask is not None:
-            if mask.dtype != torch.bool and not mask.is_floating_point():
-                raise ValueError(f"mask must be bool (allow-mask) or floating (bias), got {mask.dtype}")
-            if mask.dim() not in (2, 3, 4):
-                raise ValueError(f"mask must be (T_q, T_k), (B, T_q, T_k) or (B, 1|H, T_q, T_k), "
-                                 f"got {tuple(mask.shape)}")
-            if mask.dim() == 3:
-                mask = mask[:, None]                                     # (B, 1, T_q, T_k)
-            target = (B, self.n_heads, T_q, T_k)[-mask.dim():]
-            if any(m not in (1, t) for m, t in zip(mask.shape, target)):
-                raise ValueError(f"mask of shape {tuple(mask.shape)} does not fit (B, H, T_q, T_k) = "
-                                 f"{(B, self.n_heads, T_q, T_k)}")
+        """``mask`` (3-D read as ``(B, 1, T_q, T_k)``) ANDed with the bottom-right causal mask when ``is_causal``."""
+        if mask is not None and mask.dim() == 3:
+            mask = mask[:, None]                                         # (B, 1, T_q, T_k)
         if not is_causal:
             return mask
         causal = causal_mask(T_q, T_k, device=device)                    # (T_q, T_k)
@@ -143,8 +121,10 @@ class GroupedQueryAttention(nn.Module):
 
         Args:
             x: ``(B, T_q, d)``.
-            mask: ``(T_q, T_k)``, ``(B, T_q, T_k)`` or ``(B, 1|H, T_q, T_k)``, bool allow-mask or float bias;
-                ``T_k`` counts cached + new keys. Key padding goes through ``key_padding_to_attention`` first.
+            mask: ``(T_q, T_k)``, ``(B, T_q, T_k)`` (the same for every head) or ``(B, 1|H, T_q, T_k)``, bool
+                allow-mask or float bias; ``T_k`` counts cached + new keys. Key padding goes through
+                ``key_padding_to_attention`` first. A query with no allowed key gets a zero attention output
+                (so ``out_proj`` sees zeros for it).
             is_causal: AND ``causal_mask(T_q, T_k)`` (#27), aligned bottom-right (offset by the cache).
             kv_cache: a ``KVCache`` with ``n_kv_heads`` heads (#33), duck-typed (``length``, ``update``):
                 the new ``H_kv`` keys/values are appended and attention runs over all cached keys.
@@ -154,13 +134,10 @@ class GroupedQueryAttention(nn.Module):
         Raises ValueError, before the cache is touched, for an ``x`` that is not ``(B, T, d_model)``, a
         ``positions`` shape other than ``(T_q,)``/``(B, T_q)``, or a mask that does not fit.
         """
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must be (B, T, d_model={self.d_model}), got shape {tuple(x.shape)}")
-        B, T_q, _ = x.shape
-        if positions is not None and positions.shape not in ((T_q,), (B, T_q)):
-            raise ValueError(f"positions must be (T_q,) or (B, T_q) = ({B}, {T_q}), got {tuple(positions.shape)}")
         past = 0 if kv_cache is None else int(kv_cache.length)
-        attn_mask = self._mask(mask, is_causal, B, T_q, past + T_q, x.device)
+        self._check_inputs(x, mask, positions, past)
+        B, T_q, _ = x.shape
+        attn_mask = self._mask(mask, is_causal, T_q, past + T_q, x.device)
         q = self._split(self.q_proj(x), self.n_heads)                    # (B, H, T_q, d_h)
         k = self._split(self.k_proj(x), self.n_kv_heads)                 # (B, H_kv, T_q, d_h)
         v = self._split(self.v_proj(x), self.n_kv_heads)                 # (B, H_kv, T_q, d_h)
@@ -182,3 +159,44 @@ class GroupedQueryAttention(nn.Module):
         if return_weights:
             return out, weights
         return out
+
+    def _check_inputs(self, x: Tensor, mask: Tensor | None, positions: Tensor | None, past: int) -> None:
+        """Every ValueError of ``forward``, raised before the cache is touched."""
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must be (B, T, d_model={self.d_model}), got shape {tuple(x.shape)}")
+        B, T_q, _ = x.shape
+        if positions is not None and positions.shape not in ((T_q,), (B, T_q)):
+            raise ValueError(f"positions must be (T_q,) or (B, T_q) = ({B}, {T_q}), got {tuple(positions.shape)}")
+        if mask is None:
+            return
+        if mask.dtype != torch.bool and not mask.is_floating_point():
+            raise ValueError(f"mask must be bool (allow-mask) or floating (bias), got {mask.dtype}")
+        if mask.dim() not in (2, 3, 4):
+            raise ValueError(f"mask must be (T_q, T_k), (B, T_q, T_k) or (B, 1|H, T_q, T_k), got {tuple(mask.shape)}")
+        shape = mask.shape if mask.dim() != 3 else (mask.shape[0], 1, *mask.shape[1:])
+        target = (B, self.n_heads, T_q, past + T_q)[-len(shape):]
+        if any(m not in (1, t) for m, t in zip(shape, target)):
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not fit (B, H, T_q, T_k) = "
+                             f"{(B, self.n_heads, T_q, past + T_q)}")
+
+
+def _check_repeat(x: Tensor, n_rep: int) -> None:
+    """ValueError unless ``x`` is 4-D and ``n_rep`` an int >= 1."""
+    if isinstance(n_rep, bool) or not isinstance(n_rep, int) or n_rep < 1:
+        raise ValueError(f"n_rep must be an int >= 1, got {n_rep!r}")
+    if x.dim() != 4:
+        raise ValueError(f"x must be (B, H_kv, T, d_h), got shape {tuple(x.shape)}")
+
+
+def _check_sizes(d_model: int, n_heads: int, n_kv_heads: int, dropout: float) -> None:
+    """ValueError for the constructor arguments ``GroupedQueryAttention`` rejects."""
+    if d_model < 1:
+        raise ValueError(f"d_model must be >= 1, got {d_model}")
+    if n_heads < 1 or d_model % n_heads != 0:
+        raise ValueError(f"n_heads must be >= 1 and divide d_model={d_model}, got n_heads={n_heads}")
+    if n_kv_heads < 1:
+        raise ValueError(f"n_kv_heads must be >= 1, got {n_kv_heads}")
+    if n_heads % n_kv_heads != 0:
+        raise ValueError(f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")

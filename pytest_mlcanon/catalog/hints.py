@@ -399,6 +399,8 @@ HINTS: dict[int, ItemHints] = {
     35: ItemHints(
         "H query heads share H_kv key/value heads: query head h reads kv head h // (H / H_kv). "
         "repeat_kv(x, n_rep) = x repeated along dim 1 like repeat_interleave.\n"
+        "Conventions: the KV cache holds the H_kv un-repeated heads; no biases by default; masks and the "
+        "cache offset as in #26; a query with no allowed key gets a zero attention output.\n"
         "Shapes: q (B, H, T, d_h), k, v (B, H_kv, T, d_h), repeated k, v (B, H, T, d_h); k_proj maps d -> H_kv*d_h.",
         "Repeat with interleave semantics ([k0, k0, k1, k1]), not tile ([k0, k1, k0, k1]). Cache the H_kv "
         "heads and repeat after reading the cache: that is the memory saving. n_heads must be divisible by "
