@@ -43,13 +43,6 @@ __all__ = ["MoE", "TopKRouter", "load_balancing_loss"]
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def _check_counts(n_experts: int, k: int) -> None:
-    if isinstance(n_experts, bool) or not isinstance(n_experts, int) or n_experts < 1:
-        raise ValueError(f"n_experts must be an int >= 1, got {n_experts!r}")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n_experts:
-        raise ValueError(f"k must be an int in [1, n_experts={n_experts}], got {k!r}")
-
-
 class TopKRouter(nn.Module):
     """Top-k softmax router: ``x (N, d)`` -> ``(weights (N, k), indices (N, k), router_probs (N, E))``.
 
@@ -59,8 +52,7 @@ class TopKRouter(nn.Module):
         k: experts per token, ``1 <= k <= E``.
 
     Attributes: ``gate = nn.Linear(d, E, bias=False)``, ``n_experts``, ``k``.
-    ``router_probs`` is the full softmax (computed in float32 for float16/bfloat16 inputs, max-subtracted by
-    ``torch.softmax``); ``indices`` are the ``k`` most probable experts in descending order, ties to the lower
+    ``router_probs`` is the full softmax (computed in float32 for float16/bfloat16 inputs); ``indices`` are the ``k`` most probable experts in descending order, ties to the lower
     index; ``weights`` are their probabilities renormalised to sum to 1, in the input dtype.
     Raises ValueError for ``n_experts < 1``, ``k`` outside ``[1, E]`` and an ``x`` that is not ``(N, d_model)``.
     Source: Shazeer et al. 2017 (top-k gating); Jiang et al. 2024 (Mixtral, renormalised top-2).
@@ -76,8 +68,7 @@ class TopKRouter(nn.Module):
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Route ``x (N, d)``; see the class docstring for the three outputs."""
-        if x.dim() != 2 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must be (N, d_model={self.d_model}), got shape {tuple(x.shape)}")
+        _check_tokens(x, self.d_model, "(N, d_model)")
         logits = self.gate(x)                                            # (N, E)
         work = logits.float() if logits.dtype in _LOW_PRECISION else logits
         probs = torch.softmax(work, dim=-1)                              # (N, E)
@@ -100,16 +91,7 @@ def load_balancing_loss(router_probs: Tensor, indices: Tensor, n_experts: int) -
     ``(N, k)`` integers in ``[0, E)``, or ``n_experts < 1``.
     Source: Fedus et al. 2022 (Switch Transformers), eq. 4, with ``f`` counted over all ``k`` slots.
     """
-    if isinstance(n_experts, bool) or not isinstance(n_experts, int) or n_experts < 1:
-        raise ValueError(f"n_experts must be an int >= 1, got {n_experts!r}")
-    if router_probs.dim() != 2 or router_probs.shape[1] != n_experts:
-        raise ValueError(f"router_probs must be (N, n_experts={n_experts}), got {tuple(router_probs.shape)}")
-    if (indices.dim() != 2 or indices.shape[0] != router_probs.shape[0] or indices.is_floating_point()
-            or indices.dtype == torch.bool):
-        raise ValueError(f"indices must be an integer (N, k) tensor with N = {router_probs.shape[0]}, "
-                         f"got {indices.dtype} {tuple(indices.shape)}")
-    if indices.numel() and (indices.min() < 0 or indices.max() >= n_experts):
-        raise ValueError(f"indices must lie in [0, n_experts={n_experts})")
+    _check_routing(router_probs, indices, n_experts)
     counts = torch.bincount(indices.reshape(-1), minlength=n_experts)    # (E,)
     f = counts.to(router_probs.dtype) / indices.numel()                  # (E,)
     P = router_probs.mean(dim=0)                                         # (E,)
@@ -135,8 +117,7 @@ class MoE(nn.Module):
                  expert: Literal["gelu", "swiglu"] = "gelu") -> None:
         super().__init__()
         _check_counts(n_experts, k)
-        if expert not in ("gelu", "swiglu"):
-            raise ValueError(f"expert must be 'gelu' or 'swiglu', got {expert!r}")
+        _check_expert(expert)
         self.d_model = d_model
         self.n_experts = n_experts
         self.k = k
@@ -146,8 +127,7 @@ class MoE(nn.Module):
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """``x (B, T, d)`` -> ``(out (B, T, d), aux_loss ())``; ValueError if ``x`` is not ``(B, T, d_model)``."""
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must be (B, T, d_model={self.d_model}), got shape {tuple(x.shape)}")
+        _check_tokens(x, self.d_model, "(B, T, d_model)")
         B, T, d = x.shape
         flat = x.reshape(B * T, d)                                       # (N, d)
         weights, indices, probs = self.router(flat)                      # (N, k), (N, k), (N, E)
@@ -161,3 +141,36 @@ class MoE(nn.Module):
             out = out.index_add(0, token_ids, expert_out * scale)        # (N, d)
         aux_loss = load_balancing_loss(probs, indices, self.n_experts)   # ()
         return out.reshape(B, T, d), aux_loss                            # (B, T, d), ()
+
+
+def _check_tokens(x: Tensor, d_model: int, layout: str) -> None:
+    """ValueError unless ``x`` has the rank of ``layout`` and last dim ``d_model``."""
+    if x.dim() != layout.count(",") + 1 or x.shape[-1] != d_model:
+        raise ValueError(f"x must be {layout} with d_model={d_model}, got shape {tuple(x.shape)}")
+
+
+def _check_expert(expert: str) -> None:
+    """ValueError unless ``expert`` is a known FFN kind."""
+    if expert not in ("gelu", "swiglu"):
+        raise ValueError(f"expert must be 'gelu' or 'swiglu', got {expert!r}")
+
+
+def _check_routing(router_probs: Tensor, indices: Tensor, n_experts: int) -> None:
+    """ValueError for the argument errors :func:`load_balancing_loss` documents."""
+    if isinstance(n_experts, bool) or not isinstance(n_experts, int) or n_experts < 1:
+        raise ValueError(f"n_experts must be an int >= 1, got {n_experts!r}")
+    if router_probs.dim() != 2 or router_probs.shape[1] != n_experts:
+        raise ValueError(f"router_probs must be (N, n_experts={n_experts}), got {tuple(router_probs.shape)}")
+    if (indices.dim() != 2 or indices.shape[0] != router_probs.shape[0] or indices.is_floating_point()
+            or indices.dtype == torch.bool):
+        raise ValueError(f"indices must be an integer (N, k) tensor with N = {router_probs.shape[0]}, "
+                         f"got {indices.dtype} {tuple(indices.shape)}")
+    if indices.numel() and (indices.min() < 0 or indices.max() >= n_experts):
+        raise ValueError(f"indices must lie in [0, n_experts={n_experts})")
+
+
+def _check_counts(n_experts: int, k: int) -> None:
+    if isinstance(n_experts, bool) or not isinstance(n_experts, int) or n_experts < 1:
+        raise ValueError(f"n_experts must be an int >= 1, got {n_experts!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n_experts:
+        raise ValueError(f"k must be an int in [1, n_experts={n_experts}], got {k!r}")

@@ -419,6 +419,8 @@ HINTS: dict[int, ItemHints] = {
         "Router: probs = softmax(x W_g) (N, E); take the top-k experts per token, renormalise their "
         "weights to sum 1; out = sum_j w_j * expert_{idx_j}(x).\n"
         "Load balancing: aux = E * sum_e f_e * P_e, f_e = share of the N*k assignments to e, P_e = mean prob of e.\n"
+        "Conventions: equal router probabilities go to the lower expert index; the k weights are renormalised "
+        "to sum to 1; the router softmax runs in float32 for float16/bfloat16 input.\n"
         "Shapes: tokens (N, d), probs (N, E), top-k (N, k), per-expert ids (n_e,), expert out (n_e, d).",
         "Loop over experts, never over tokens: gather each expert's tokens with index_select and scatter "
         "back with index_add_ weighted by the router weight. torch.topk does not promise lower-index ties "
