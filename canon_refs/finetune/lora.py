@@ -39,15 +39,6 @@ from torch import Tensor, nn
 __all__ = ["LoRALinear", "apply_lora", "count_trainable_parameters", "lora_state_dict"]
 
 
-def _check_hyperparameters(r: int, alpha: float, dropout: float) -> None:
-    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
-        raise ValueError(f"r must be an int >= 1, got {r!r}")
-    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha must be finite and > 0, got {alpha!r}")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-
-
 class LoRALinear(nn.Module):
     """A frozen ``nn.Linear`` plus a trainable rank-``r`` update: ``(..., in) -> (..., out)``.
 
@@ -64,8 +55,7 @@ class LoRALinear(nn.Module):
 
     def __init__(self, base: nn.Linear, r: int = 8, alpha: float = 16.0, dropout: float = 0.0) -> None:
         super().__init__()
-        if not isinstance(base, nn.Linear):
-            raise ValueError(f"base must be an nn.Linear, got {type(base).__name__}")
+        _check_base(base)
         _check_hyperparameters(r, alpha, dropout)
         self.base = base
         for param in self.base.parameters():
@@ -91,8 +81,7 @@ class LoRALinear(nn.Module):
 
         Raises ValueError if the last dim of ``x`` is not ``in_features``.
         """
-        if x.dim() < 1 or x.shape[-1] != self.base.in_features:
-            raise ValueError(f"x must have last dim in_features={self.base.in_features}, got shape {tuple(x.shape)}")
+        _check_input(x, self.base.in_features)
         out = self.base(x)                                               # (..., d_out)
         if self.merged:
             return out
@@ -132,13 +121,12 @@ def apply_lora(model: nn.Module, target_modules: Sequence[str] = ("q_proj", "v_p
     """Wrap every ``nn.Linear`` whose attribute name is in ``target_modules`` in a ``LoRALinear``, in place.
 
     Every other parameter of ``model`` is frozen, so afterwards only the adapters train. Layers already
-    wrapped are left alone (their ``base`` is not wrapped again). Returns ``model``.
-    Raises ValueError, before changing anything, for invalid ``r``/``alpha``/``dropout``, a ``target_modules``
-    given as a bare string, or when no ``nn.Linear`` matches ``target_modules``.
+    wrapped are left alone (a ``LoRALinear`` is never wrapped again, nor is its ``base``). Returns ``model``.
+    Raises ValueError for invalid ``r``/``alpha``/``dropout``, a ``target_modules`` given as a bare string,
+    or when no module of ``model`` is named as in ``target_modules``.
     Source: Hu et al. 2021, section 4.2 (adapting ``W_q`` and ``W_v``); the name matching mirrors PEFT.
     """
-    if isinstance(target_modules, str):
-        raise ValueError(f"target_modules must be a sequence of names, not the string {target_modules!r}")
+    _check_targets(model, target_modules)
     _check_hyperparameters(r, alpha, dropout)
     targets = set(target_modules)
     matches = [(parent, name, child)
@@ -146,7 +134,7 @@ def apply_lora(model: nn.Module, target_modules: Sequence[str] = ("q_proj", "v_p
                for name, child in parent.named_children()
                if name in targets and isinstance(child, nn.Linear)]
     if not matches:
-        raise ValueError(f"no nn.Linear in the model is named as in target_modules={sorted(targets)}")
+        return model                                                     # every target is already wrapped
     for param in model.parameters():
         param.requires_grad_(False)
     for parent, name, child in matches:
@@ -162,3 +150,33 @@ def lora_state_dict(model: nn.Module) -> dict[str, Tensor]:
 def count_trainable_parameters(model: nn.Module) -> int:
     """Number of parameters with ``requires_grad``; shared (tied) parameters are counted once."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def _check_hyperparameters(r: int, alpha: float, dropout: float) -> None:
+    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+        raise ValueError(f"r must be an int >= 1, got {r!r}")
+    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be finite and > 0, got {alpha!r}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+
+
+def _check_base(base: nn.Module) -> None:
+    """ValueError unless ``base`` is an ``nn.Linear``."""
+    if not isinstance(base, nn.Linear):
+        raise ValueError(f"base must be an nn.Linear, got {type(base).__name__}")
+
+
+def _check_input(x: Tensor, in_features: int) -> None:
+    """ValueError unless the last dim of ``x`` is ``in_features``."""
+    if x.dim() < 1 or x.shape[-1] != in_features:
+        raise ValueError(f"x must have last dim in_features={in_features}, got shape {tuple(x.shape)}")
+
+
+def _check_targets(model: nn.Module, target_modules: Sequence[str]) -> None:
+    """ValueError for a bare-string ``target_modules`` or when no module of ``model`` has one of its names."""
+    if isinstance(target_modules, str):
+        raise ValueError(f"target_modules must be a sequence of names, not the string {target_modules!r}")
+    targets = set(target_modules)
+    if not any(name.rpartition(".")[2] in targets for name, _ in model.named_modules()):
+        raise ValueError(f"no module of the model is named as in target_modules={sorted(targets)}")

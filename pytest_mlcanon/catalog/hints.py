@@ -429,6 +429,8 @@ HINTS: dict[int, ItemHints] = {
     38: ItemHints(
         "y = base(x) + (alpha/r) * dropout(x) @ A^T @ B^T, A (r, in) kaiming-uniform, B (out, r) zeros, "
         "base frozen. merge: W += (alpha/r) * B @ A.\n"
+        "Conventions: apply_lora wraps nn.Linear children named in target_modules, freezes every other "
+        "parameter and never wraps a LoRALinear (or its base) twice; merging twice is a RuntimeError.\n"
         "Shapes: x (..., in), x A^T (..., r), then (..., out); merged delta (out, in).",
         "B starts at zero so the wrapper equals the base model exactly at init (and A then gets zero "
         "gradient). Freeze every base parameter (requires_grad False). Track merged: forward must skip the "
