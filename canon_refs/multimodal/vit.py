@@ -51,12 +51,9 @@ def patchify(images: Tensor, patch_size: int) -> Tensor:
     Raises:
         ValueError: ``images`` not 4-D; ``patch_size < 1`` or not dividing ``H_in`` and ``W_in``.
     """
-    if not isinstance(images, Tensor) or images.ndim != 4:
-        raise ValueError("images must be a 4-D (B, C, H_in, W_in) tensor")
+    _check_patchify(images, patch_size)
     B, C, H_in, W_in = images.shape
     p = patch_size
-    if not isinstance(p, int) or p < 1 or H_in % p != 0 or W_in % p != 0:
-        raise ValueError(f"patch_size must be a positive int dividing H_in={H_in} and W_in={W_in}, got {p!r}")
     H_p, W_p = H_in // p, W_in // p
     grid = images.reshape(B, C, H_p, p, W_p, p)                        # (B, C, H_p, p, W_p, p)
     grid = grid.permute(0, 2, 4, 1, 3, 5)                              # (B, H_p, W_p, C, p, p)
@@ -80,12 +77,7 @@ class PatchEmbedding(nn.Module):
 
     def __init__(self, image_size: int, patch_size: int, in_channels: int, d_model: int) -> None:
         super().__init__()
-        for name, value in (("image_size", image_size), ("patch_size", patch_size),
-                            ("in_channels", in_channels), ("d_model", d_model)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if image_size % patch_size != 0:
-            raise ValueError(f"patch_size={patch_size} must divide image_size={image_size}")
+        _check_embedding_sizes(image_size, patch_size, in_channels, d_model)
         self.image_size, self.patch_size, self.in_channels = image_size, patch_size, in_channels
         self.n_patches = (image_size // patch_size) ** 2
         self.proj = nn.Conv2d(in_channels, d_model, kernel_size=patch_size, stride=patch_size)
@@ -95,10 +87,7 @@ class PatchEmbedding(nn.Module):
 
         Raises ValueError when ``images`` is not ``(B, in_channels, image_size, image_size)``.
         """
-        expected = (self.in_channels, self.image_size, self.image_size)
-        if not isinstance(images, Tensor) or images.ndim != 4 or tuple(images.shape[1:]) != expected:
-            shape = tuple(images.shape) if isinstance(images, Tensor) else type(images).__name__
-            raise ValueError(f"images must be (B, {expected[0]}, {expected[1]}, {expected[2]}), got {shape}")
+        _check_images(images, (self.in_channels, self.image_size, self.image_size))
         maps = self.proj(images)                                       # (B, d, H_p, W_p)
         return maps.flatten(2).transpose(1, 2)                         # (B, H_p*W_p, d)
 
@@ -125,12 +114,7 @@ class ViT(nn.Module):
                  d_model: int = 64, n_heads: int = 4, n_layers: int = 2, d_ff: int | None = None,
                  dropout: float = 0.0, pool: Literal["cls", "mean"] = "cls") -> None:
         super().__init__()
-        if pool not in _POOLS:
-            raise ValueError(f"pool must be one of {_POOLS}, got {pool!r}")
-        if not isinstance(n_classes, int) or n_classes < 1:
-            raise ValueError(f"n_classes must be a positive int, got {n_classes!r}")
-        if not isinstance(n_layers, int) or n_layers < 0:
-            raise ValueError(f"n_layers must be a non-negative int, got {n_layers!r}")
+        _check_vit_options(pool, n_classes, n_layers)
         self.pool = pool
         self.patch_embed = PatchEmbedding(image_size, patch_size, in_channels, d_model)
         n_tokens = self.patch_embed.n_patches + (1 if pool == "cls" else 0)
@@ -165,3 +149,40 @@ class ViT(nn.Module):
         tokens = self.forward_features(images)                         # (B, N + 1, d) | (B, N, d)
         pooled = tokens[:, 0] if self.pool == "cls" else tokens.mean(dim=1)  # (B, d)
         return self.head(pooled)                                       # (B, K)
+
+
+def _check_patchify(images: Tensor, patch_size: int) -> None:
+    """ValueError unless ``images`` is 4-D and ``patch_size`` a positive int dividing both sides."""
+    if not isinstance(images, Tensor) or images.ndim != 4:
+        raise ValueError("images must be a 4-D (B, C, H_in, W_in) tensor")
+    H_in, W_in = images.shape[-2:]
+    p = patch_size
+    if not isinstance(p, int) or p < 1 or H_in % p != 0 or W_in % p != 0:
+        raise ValueError(f"patch_size must be a positive int dividing H_in={H_in} and W_in={W_in}, got {p!r}")
+
+
+def _check_embedding_sizes(image_size: int, patch_size: int, in_channels: int, d_model: int) -> None:
+    """ValueError for a non-positive size or a ``patch_size`` that does not divide ``image_size``."""
+    for name, value in (("image_size", image_size), ("patch_size", patch_size),
+                        ("in_channels", in_channels), ("d_model", d_model)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if image_size % patch_size != 0:
+        raise ValueError(f"patch_size={patch_size} must divide image_size={image_size}")
+
+
+def _check_images(images: Tensor, expected: tuple[int, int, int]) -> None:
+    """ValueError unless ``images`` is ``(B, *expected)``."""
+    if not isinstance(images, Tensor) or images.ndim != 4 or tuple(images.shape[1:]) != expected:
+        shape = tuple(images.shape) if isinstance(images, Tensor) else type(images).__name__
+        raise ValueError(f"images must be (B, {expected[0]}, {expected[1]}, {expected[2]}), got {shape}")
+
+
+def _check_vit_options(pool: str, n_classes: int, n_layers: int) -> None:
+    """ValueError for an unknown ``pool`` or invalid ``n_classes``/``n_layers``."""
+    if pool not in _POOLS:
+        raise ValueError(f"pool must be one of {_POOLS}, got {pool!r}")
+    if not isinstance(n_classes, int) or n_classes < 1:
+        raise ValueError(f"n_classes must be a positive int, got {n_classes!r}")
+    if not isinstance(n_layers, int) or n_layers < 0:
+        raise ValueError(f"n_layers must be a non-negative int, got {n_layers!r}")

@@ -440,7 +440,9 @@ HINTS: dict[int, ItemHints] = {
     39: ItemHints(
         "Patchify with Conv2d(C, d, kernel=p, stride=p) -> flatten(2).transpose(1, 2); prepend a cls token, "
         "add learned positions, run pre-norm encoder blocks, final norm, head on the cls (or mean) token.\n"
-        "Shapes: images (B, C, H, W) -> (B, d, H/p, W/p) -> (B, N, d); with cls (B, N + 1, d); pooled (B, d); logits (B, n_classes).",
+        "Conventions: patches row-major, each patch in (c, i, j) order; [CLS] first with pool='cls' (N + 1 "
+        "positions), no [CLS] with pool='mean' (N positions); pre-norm EncoderBlocks, then a final LayerNorm.\n"
+        "Shapes: images (B, C, H, W) -> (B, d, H//p, W//p) -> (B, N, d); with cls (B, N + 1, d); pooled (B, d); logits (B, n_classes).",
         "patchify orders patches row-major and each patch (c, i, j), the order of conv.weight.reshape(d, -1). "
         "Expand the cls token to the batch (expand, not repeat of the parameter data). pos_emb has N + 1 "
         "rows with cls, N with mean pooling.",
