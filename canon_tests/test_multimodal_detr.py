@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from canon_refs.multimodal import detr_loss, hungarian
-from pytest_mlcanon.testing import TOL, rng, strict_numpy
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, rng, strict_numpy
 
 pytestmark = pytest.mark.canon("multimodal/detr")
 
@@ -97,6 +97,8 @@ def random_batch(seed: int, sizes: tuple[int, ...] = (3, 0, 5), n_queries: int =
 
 
 # --- Hungarian algorithm --------------------------------------------------------------------------------
+# Optimal totals are compared at 1e-9: float64 sums of at most 8 costs below 1 differ by ~1e-15 between
+# summation orders, while a suboptimal matching of these random costs is off by far more.
 
 
 def test_three_by_three_example():
@@ -217,13 +219,14 @@ def test_large_offset_does_not_change_the_matching():
     assert base[rows, cols].sum() == want
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize(
     "bad",
     [np.zeros(4), np.zeros((2, 2, 2)), np.array([[0.0, np.nan], [1.0, 2.0]]), np.array([[0.0, np.inf], [1.0, 2.0]])],
     ids=["1-D", "3-D", "nan", "inf"],
 )
 def test_cost_errors(bad):
-    with pytest.raises(ValueError, match="cost"):
+    with pytest.raises(ValueError):
         hungarian.linear_sum_assignment(bad)
 
 
@@ -272,15 +275,20 @@ def test_hungarian_match_needs_no_gradient():
 def test_loss_matches_the_formula_written_out():
     num_classes, eos = 3, 0.25
     w_class, w_bbox, w_giou = 1.5, 4.0, 3.0
-    logits, boxes, targets = random_batch(5, sizes=(2, 0, 3), n_queries=5, num_classes=num_classes)
+    # The matching costs are the implementation's choice (the loss weights, or DETR's separate matcher
+    # costs 1/5/2): this problem is one where both give the same matching, which the test checks first.
+    logits, boxes, targets = random_batch(6, sizes=(2, 0, 3), n_queries=5, num_classes=num_classes)
     out = detr_loss.detr_set_loss(logits, boxes, targets, num_classes=num_classes, eos_coef=eos,
                                   w_class=w_class, w_bbox=w_bbox, w_giou=w_giou)
-    assert set(out) == set(LOSS_KEYS)
+    assert set(LOSS_KEYS) <= set(out)  # the four documented keys; extra keys are allowed
     ce_num = ce_den = l1 = giou = 0.0
     for b, target in enumerate(targets):
         cost = matching_cost(logits[b], boxes[b], target["labels"], target["boxes"], w_class, w_bbox, w_giou)
         rows, cols = hungarian.linear_sum_assignment(cost)
         assert abs(cost[rows, cols].sum() - (brute_force_min_cost(cost) if cost.size else 0.0)) <= 1e-9
+        if cost.size:  # the same matching is optimal for DETR's default matcher costs as well
+            default_cost = matching_cost(logits[b], boxes[b], target["labels"], target["boxes"])
+            assert default_cost[rows, cols].sum() <= brute_force_min_cost(default_cost) + 1e-9
         label_of = {int(q): int(target["labels"][j]) for q, j in zip(rows, cols)}
         log_probs = torch.log_softmax(logits[b], dim=-1)
         for q in range(logits.shape[1]):
@@ -297,7 +305,7 @@ def test_loss_matches_the_formula_written_out():
     want["loss"] = w_class * want["loss_ce"] + w_bbox * want["loss_bbox"] + w_giou * want["loss_giou"]
     for key in LOSS_KEYS:
         assert out[key].shape == () and out[key].dtype == torch.float64
-        assert abs(out[key].item() - want[key]) <= 1e-10, key
+        assert_close(out[key], torch.tensor(want[key], dtype=torch.float64), cond=16.0, what=f"detr_set_loss[{key!r}]")
 
 
 def test_cross_entropy_equals_torch_with_class_weights():
@@ -309,7 +317,7 @@ def test_cross_entropy_equals_torch_with_class_weights():
         classes[b, pred_idx] = target["labels"][tgt_idx]
     weight = torch.tensor([1.0, 1.0, 1.0, 0.1], dtype=torch.float64)
     want = F.cross_entropy(logits.reshape(-1, 4), classes.reshape(-1), weight=weight)
-    torch.testing.assert_close(out["loss_ce"], want, **TOL.EXACT64.kw())
+    assert_close(out["loss_ce"], want, cond=4.0, what="detr_set_loss['loss_ce'] vs F.cross_entropy(weight=...)")
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -319,7 +327,7 @@ def test_permuting_queries_leaves_losses_unchanged(seed):
     perm = torch.randperm(7, generator=torch.Generator().manual_seed(seed + 50))
     permuted = detr_loss.detr_set_loss(logits[:, perm], boxes[:, perm], targets, num_classes=4)
     for key in LOSS_KEYS:
-        assert abs(permuted[key].item() - base[key].item()) <= 1e-6, key
+        assert_close(permuted[key], base[key], cond=16.0, what=f"detr_set_loss[{key!r}] with queries permuted")
 
 
 def test_permuting_targets_leaves_losses_unchanged():
@@ -328,7 +336,7 @@ def test_permuting_targets_leaves_losses_unchanged():
     shuffled = [{"labels": t["labels"].flip(0), "boxes": t["boxes"].flip(0)} for t in targets]
     other = detr_loss.detr_set_loss(logits, boxes, shuffled, num_classes=4)
     for key in LOSS_KEYS:
-        assert abs(other[key].item() - base[key].item()) <= 1e-6, key
+        assert_close(other[key], base[key], cond=16.0, what=f"detr_set_loss[{key!r}] with targets permuted")
 
 
 def test_perfect_predictions_give_zero_box_losses():
@@ -348,9 +356,9 @@ def test_perfect_predictions_give_zero_box_losses():
             logits[b, q, target["labels"][j]] = 20.0
             boxes[b, q] = target["boxes"][j]
     out = detr_loss.detr_set_loss(logits, boxes, targets, num_classes=num_classes)
-    assert abs(out["loss_bbox"].item()) <= 1e-6
-    assert abs(out["loss_giou"].item()) <= 1e-6
-    assert 0.0 <= out["loss_ce"].item() < 1e-6
+    assert_close(out["loss_bbox"], torch.tensor(0.0, dtype=torch.float64), what="loss_bbox of perfect boxes")
+    assert_close(out["loss_giou"], torch.tensor(0.0, dtype=torch.float64), what="loss_giou of perfect boxes")
+    assert 0.0 <= out["loss_ce"].item() < 1e-6  # CE of logits 20 apart: about 5 * exp(-20) = 1e-8
     for b, target in enumerate(targets):
         pred_idx, tgt_idx = detr_loss.hungarian_match(logits[b], boxes[b], target["labels"], target["boxes"])
         assert sorted(zip(tgt_idx.tolist(), pred_idx.tolist())) == list(enumerate(slots[b]))
@@ -365,7 +373,7 @@ def test_image_without_targets():
     assert out["loss_bbox"].item() == 0.0 and out["loss_giou"].item() == 0.0
     assert math.isfinite(out["loss_ce"].item())
     want = F.cross_entropy(logits[0].detach(), torch.full((5,), 4))  # every query is "no object"
-    assert abs(out["loss_ce"].item() - want.item()) <= 1e-12
+    assert_close(out["loss_ce"], want, cond=4.0, what="loss_ce of an image without targets")
     out["loss"].backward()
     assert torch.isfinite(logits.grad).all() and torch.isfinite(boxes.grad).all()
     assert torch.count_nonzero(boxes.grad) == 0
@@ -378,9 +386,10 @@ def test_one_query_one_target():
     pred = [0.55, 0.45, 0.3, 0.3]
     targets = [{"labels": torch.tensor([1]), "boxes": torch.tensor([box], dtype=torch.float64)}]
     out = detr_loss.detr_set_loss(logits, torch.tensor([[pred]], dtype=torch.float64), targets, num_classes=2)
-    assert abs(out["loss_ce"].item() - (-torch.log_softmax(logits[0, 0], -1)[1].item())) <= 1e-12
-    assert abs(out["loss_bbox"].item() - 0.3) <= 1e-12  # 0.05 + 0.05 + 0.1 + 0.1
-    assert abs(out["loss_giou"].item() - (1 - giou_pair(pred, box))) <= 1e-12
+    assert_close(out["loss_ce"], -torch.log_softmax(logits[0, 0], -1)[1], cond=4.0, what="loss_ce, one query")
+    assert_close(out["loss_bbox"], torch.tensor(0.3, dtype=torch.float64), what="loss_bbox, one pair")  # 0.05+0.05+0.1+0.1
+    assert_close(out["loss_giou"], torch.tensor(1 - giou_pair(pred, box), dtype=torch.float64), cond=4.0,
+                 what="loss_giou, one pair")
 
 
 def test_gradients_flow_to_logits_and_matched_boxes_only():
@@ -421,11 +430,19 @@ def test_degenerate_zero_size_boxes_stay_finite():
     assert torch.isfinite(boxes.grad).all()
 
 
+def test_loss_leaves_its_inputs_unchanged():
+    logits, boxes, targets = random_batch(13, sizes=(2, 1), n_queries=4, num_classes=3)
+    call_leaves_inputs_unchanged(detr_loss.detr_set_loss, logits, boxes, targets, num_classes=3)
+    call_leaves_inputs_unchanged(detr_loss.hungarian_match, logits[0], boxes[0], targets[0]["labels"],
+                                 targets[0]["boxes"])
+
+
 def _valid_inputs():
     logits, boxes, targets = random_batch(0, sizes=(2, 1), n_queries=4, num_classes=3)
     return logits, boxes, targets
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize(
     "mutate, arg",
     [
@@ -441,16 +458,17 @@ def _valid_inputs():
 )
 def test_detr_set_loss_errors(mutate, arg):
     logits, boxes, targets = mutate(*_valid_inputs())
-    with pytest.raises(ValueError, match=arg):
+    with pytest.raises(ValueError):
         detr_loss.detr_set_loss(logits, boxes, targets, num_classes=3)
 
 
+@pytest.mark.contract
 def test_hungarian_match_errors():
     logits, boxes, targets = _valid_inputs()
     labels, tgt = targets[0]["labels"], targets[0]["boxes"]
-    with pytest.raises(ValueError, match="tgt_labels"):
+    with pytest.raises(ValueError):
         detr_loss.hungarian_match(logits[0], boxes[0], torch.tensor([0, 3]), tgt)
-    with pytest.raises(ValueError, match="tgt_boxes"):
+    with pytest.raises(ValueError):
         detr_loss.hungarian_match(logits[0], boxes[0], labels, tgt[:, :3])
-    with pytest.raises(ValueError, match="pred_boxes"):
+    with pytest.raises(ValueError):
         detr_loss.hungarian_match(logits[0], boxes[0, :2], labels, tgt)

@@ -44,26 +44,6 @@ from canon_refs.multimodal.hungarian import linear_sum_assignment
 __all__ = ["detr_set_loss", "hungarian_match"]
 
 
-def _check_boxes(boxes: Tensor, name: str, n: int | None = None) -> None:
-    """Raise ``ValueError`` naming ``name`` unless ``boxes`` is ``(n, 4)`` (any ``n`` when None)."""
-    if not isinstance(boxes, Tensor) or boxes.ndim != 2 or boxes.shape[-1] != 4:
-        shape = tuple(boxes.shape) if isinstance(boxes, Tensor) else type(boxes).__name__
-        raise ValueError(f"{name} must have shape (M, 4), got {shape}")
-    if n is not None and boxes.shape[0] != n:
-        raise ValueError(f"{name} must hold {n} boxes to match its labels, got {boxes.shape[0]}")
-
-
-def _check_labels(labels: Tensor, name: str, num_classes: int) -> None:
-    """Raise ``ValueError`` naming ``name`` unless ``labels`` is a 1-D integer tensor in ``[0, num_classes)``."""
-    if not isinstance(labels, Tensor) or labels.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D tensor of class ids")
-    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        raise ValueError(f"{name} must hold integer class ids, got dtype {labels.dtype}")
-    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
-        raise ValueError(f"{name} must lie in [0, num_classes) = [0, {num_classes}), got "
-                         f"min {int(labels.min())}, max {int(labels.max())}")
-
-
 @torch.no_grad()
 def hungarian_match(
     pred_logits: Tensor,
@@ -96,12 +76,7 @@ def hungarian_match(
     Source: Carion et al., "End-to-End Object Detection with Transformers" (2020), Eq. 1 and the
     matching cost of Sec. 3.1 (``HungarianMatcher`` of the official code).
     """
-    if not isinstance(pred_logits, Tensor) or pred_logits.ndim != 2 or pred_logits.shape[-1] < 2:
-        raise ValueError("pred_logits must have shape (Q, C + 1) with C >= 1")
-    n_queries, n_logits = pred_logits.shape
-    _check_boxes(pred_boxes, "pred_boxes", n_queries)
-    _check_labels(tgt_labels, "tgt_labels", n_logits - 1)
-    _check_boxes(tgt_boxes, "tgt_boxes", tgt_labels.shape[0])
+    _check_match_inputs(pred_logits, pred_boxes, tgt_labels, tgt_boxes)
     prob = pred_logits.double().softmax(dim=-1)                          # (Q, C+1)
     out_boxes = pred_boxes.double()
     tgt = tgt_boxes.double()
@@ -129,8 +104,9 @@ def detr_set_loss(
 ) -> dict[str, Tensor]:
     """DETR's Hungarian set loss for a batch: ``w_class * ce + w_bbox * l1 + w_giou * (1 - GIoU)``.
 
-    Each image is matched with :func:`hungarian_match` using the loss weights as matching costs
-    (``cost_class = w_class``, ``cost_bbox = w_bbox``, ``cost_giou = w_giou``, as in DETR).
+    Each image is matched with :func:`hungarian_match`; the matching cost weights are the implementation's
+    choice (DETR's code keeps them separate from the loss weights, 1 / 5 / 2 by default; this reference
+    passes the loss weights).
 
     Args:
         pred_logits: ``(B, Q, C + 1)`` class logits, ``C = num_classes`` is "no object".
@@ -142,7 +118,7 @@ def detr_set_loss(
         w_class, w_bbox, w_giou: non-negative weights of the three terms.
 
     Returns:
-        ``{"loss", "loss_ce", "loss_bbox", "loss_giou"}``, each a ``()`` tensor in the dtype of
+        A dict holding ``"loss"``, ``"loss_ce"``, ``"loss_bbox"``, ``"loss_giou"`` (extra keys allowed), each a ``()`` tensor in the dtype of
         ``pred_logits``/``pred_boxes``. ``loss_ce`` is ``F.cross_entropy`` over all ``B * Q`` queries
         (unmatched ones labelled ``C``) with class weights ``(1, ..., 1, eos_coef)``; ``loss_bbox`` and
         ``loss_giou`` are summed over matched pairs and divided by ``max(1, sum_b M_b)``.
@@ -156,34 +132,8 @@ def detr_set_loss(
 
     Source: Carion et al. (2020), Eq. 2 (Hungarian loss) and Sec. 4 (weights 1 / 5 / 2, eos 0.1).
     """
-    if num_classes < 1:
-        raise ValueError(f"num_classes must be >= 1, got {num_classes}")
-    if not isinstance(pred_logits, Tensor) or pred_logits.ndim != 3:
-        raise ValueError("pred_logits must have shape (B, Q, num_classes + 1)")
-    if pred_logits.shape[-1] != num_classes + 1:
-        raise ValueError(f"pred_logits last dim must be num_classes + 1 = {num_classes + 1}, "
-                         f"got {pred_logits.shape[-1]}")
+    _check_loss_inputs(pred_logits, pred_boxes, targets, num_classes, eos_coef, (w_class, w_bbox, w_giou))
     n_images, n_queries, _ = pred_logits.shape
-    if n_images == 0:
-        raise ValueError("pred_logits must hold at least one image (B >= 1)")
-    if not isinstance(pred_boxes, Tensor) or tuple(pred_boxes.shape) != (n_images, n_queries, 4):
-        raise ValueError(f"pred_boxes must have shape (B, Q, 4) = ({n_images}, {n_queries}, 4)")
-    if len(targets) != n_images:
-        raise ValueError(f"targets must hold one dict per image ({n_images}), got {len(targets)}")
-    for b, target in enumerate(targets):
-        if "labels" not in target or "boxes" not in target:
-            raise ValueError(f"targets[{b}] must have the keys 'labels' and 'boxes'")
-        _check_labels(target["labels"], f"targets[{b}]['labels']", num_classes)
-        _check_boxes(target["boxes"], f"targets[{b}]['boxes']", target["labels"].shape[0])
-        if target["labels"].shape[0] > n_queries:
-            raise ValueError(f"targets[{b}] holds {target['labels'].shape[0]} boxes but there are only "
-                             f"Q = {n_queries} queries to match them")
-    if not eos_coef > 0:
-        raise ValueError(f"eos_coef must be > 0, got {eos_coef}")
-    for name, value in (("w_class", w_class), ("w_bbox", w_bbox), ("w_giou", w_giou)):
-        if not value >= 0:
-            raise ValueError(f"{name} must be >= 0, got {value}")
-
     batch_parts, query_parts, target_parts = [], [], []
     for b, target in enumerate(targets):
         pred_idx, tgt_idx = hungarian_match(pred_logits[b], pred_boxes[b], target["labels"], target["boxes"],
@@ -210,3 +160,65 @@ def detr_set_loss(
     loss_giou = (1 - torch.diagonal(giou)).sum() / num_boxes             # ()
     loss = w_class * loss_ce + w_bbox * loss_bbox + w_giou * loss_giou   # ()
     return {"loss": loss, "loss_ce": loss_ce, "loss_bbox": loss_bbox, "loss_giou": loss_giou}
+
+
+def _check_match_inputs(pred_logits: Tensor, pred_boxes: Tensor, tgt_labels: Tensor, tgt_boxes: Tensor) -> None:
+    """ValueError for the argument errors :func:`hungarian_match` documents."""
+    if not isinstance(pred_logits, Tensor) or pred_logits.ndim != 2 or pred_logits.shape[-1] < 2:
+        raise ValueError("pred_logits must have shape (Q, C + 1) with C >= 1")
+    n_queries, n_logits = pred_logits.shape
+    _check_boxes(pred_boxes, "pred_boxes", n_queries)
+    _check_labels(tgt_labels, "tgt_labels", n_logits - 1)
+    _check_boxes(tgt_boxes, "tgt_boxes", tgt_labels.shape[0])
+
+
+def _check_loss_inputs(pred_logits: Tensor, pred_boxes: Tensor, targets: list[dict[str, Tensor]], num_classes: int,
+                       eos_coef: float, weights: tuple[float, float, float]) -> None:
+    """ValueError for the argument errors :func:`detr_set_loss` documents."""
+    if num_classes < 1:
+        raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+    if not isinstance(pred_logits, Tensor) or pred_logits.ndim != 3:
+        raise ValueError("pred_logits must have shape (B, Q, num_classes + 1)")
+    if pred_logits.shape[-1] != num_classes + 1:
+        raise ValueError(f"pred_logits last dim must be num_classes + 1 = {num_classes + 1}, "
+                         f"got {pred_logits.shape[-1]}")
+    n_images, n_queries, _ = pred_logits.shape
+    if n_images == 0:
+        raise ValueError("pred_logits must hold at least one image (B >= 1)")
+    if not isinstance(pred_boxes, Tensor) or tuple(pred_boxes.shape) != (n_images, n_queries, 4):
+        raise ValueError(f"pred_boxes must have shape (B, Q, 4) = ({n_images}, {n_queries}, 4)")
+    if len(targets) != n_images:
+        raise ValueError(f"targets must hold one dict per image ({n_images}), got {len(targets)}")
+    for b, target in enumerate(targets):
+        if "labels" not in target or "boxes" not in target:
+            raise ValueError(f"targets[{b}] must have the keys 'labels' and 'boxes'")
+        _check_labels(target["labels"], f"targets[{b}]['labels']", num_classes)
+        _check_boxes(target["boxes"], f"targets[{b}]['boxes']", target["labels"].shape[0])
+        if target["labels"].shape[0] > n_queries:
+            raise ValueError(f"targets[{b}] holds {target['labels'].shape[0]} boxes but there are only "
+                             f"Q = {n_queries} queries to match them")
+    if not eos_coef > 0:
+        raise ValueError(f"eos_coef must be > 0, got {eos_coef}")
+    for name, value in zip(("w_class", "w_bbox", "w_giou"), weights):
+        if not value >= 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+def _check_boxes(boxes: Tensor, name: str, n: int | None = None) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``boxes`` is ``(n, 4)`` (any ``n`` when None)."""
+    if not isinstance(boxes, Tensor) or boxes.ndim != 2 or boxes.shape[-1] != 4:
+        shape = tuple(boxes.shape) if isinstance(boxes, Tensor) else type(boxes).__name__
+        raise ValueError(f"{name} must have shape (M, 4), got {shape}")
+    if n is not None and boxes.shape[0] != n:
+        raise ValueError(f"{name} must hold {n} boxes to match its labels, got {boxes.shape[0]}")
+
+
+def _check_labels(labels: Tensor, name: str, num_classes: int) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``labels`` is a 1-D integer tensor in ``[0, num_classes)``."""
+    if not isinstance(labels, Tensor) or labels.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D tensor of class ids")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer class ids, got dtype {labels.dtype}")
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
+        raise ValueError(f"{name} must lie in [0, num_classes) = [0, {num_classes}), got "
+                         f"min {int(labels.min())}, max {int(labels.max())}")

@@ -51,16 +51,13 @@ def linear_sum_assignment(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ``(0, M)`` or ``(N, 0)`` input gives two empty int64 arrays.
 
     Raises:
-        ValueError: ``cost`` is not 2-D, or holds NaN or an infinite entry (message names ``cost``).
+        ValueError: ``cost`` is not 2-D, or holds NaN or an infinite entry.
 
     Source: Kuhn (1955), Munkres (1957); the potentials-based shortest augmenting path of Jonker &
     Volgenant (1987); return convention of ``scipy.optimize.linear_sum_assignment``.
     """
     cost = np.asarray(cost, dtype=np.float64)                      # (N, M)
-    if cost.ndim != 2:
-        raise ValueError(f"cost must be a 2-D (N, M) matrix, got shape {cost.shape}")
-    if not np.isfinite(cost).all():
-        raise ValueError("cost must hold only finite values (no NaN or inf)")
+    _check_cost(cost)
     n_rows, n_cols = cost.shape
     if n_rows == 0 or n_cols == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)  # (0,), (0,)
@@ -113,3 +110,11 @@ def _solve_wide(cost: np.ndarray) -> np.ndarray:
     assigned = np.nonzero(owner[1:])[0]                            # (n,)
     col_of_row[owner[1:][assigned] - 1] = assigned
     return col_of_row
+
+
+def _check_cost(cost: np.ndarray) -> None:
+    """ValueError unless ``cost`` is a 2-D matrix of finite values."""
+    if cost.ndim != 2:
+        raise ValueError(f"cost must be a 2-D (N, M) matrix, got shape {cost.shape}")
+    if not np.isfinite(cost).all():
+        raise ValueError("cost must hold only finite values (no NaN or inf)")

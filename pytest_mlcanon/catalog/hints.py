@@ -449,9 +449,11 @@ HINTS: dict[int, ItemHints] = {
     ),
     40: ItemHints(
         "Hungarian: minimum-cost perfect matching of the (N, M) cost matrix in O(n^3) (potentials u, v "
-        "and shortest augmenting paths). DETR: cost = -w_c * p[:, label] + w_b * L1(boxes) - w_g * GIoU; "
+        "and shortest augmenting paths). DETR: cost = -c_class * p[:, label] + c_bbox * L1(boxes) - c_giou * GIoU; "
         "match, then CE over all queries (unmatched -> 'no object' with weight eos_coef) + L1 + (1 - GIoU) "
         "over matched pairs / max(1, num boxes).\n"
+        "Conventions: rows returned ascending, K = min(N, M); the CE is the class-weighted mean of "
+        "F.cross_entropy; the matching cost weights of detr_set_loss are your choice (DETR: 1, 5, 2).\n"
         "Shapes: cost (Q, M), matched boxes (sum M, 4), target classes (B, Q), class weights (C + 1,).",
         "Rectangular costs: transpose (or pad) so rows <= columns, and return rows ascending. The matching "
         "runs under no_grad; the losses use the matched indices with gradients. Convert cxcywh to xyxy "
