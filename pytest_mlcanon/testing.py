@@ -238,7 +238,7 @@ def bitwise_equal(after: torch.Tensor, before: torch.Tensor) -> bool:
 
     if after.shape != before.shape or after.dtype != before.dtype:
         return False
-    return torch.equal(after.contiguous().view(torch.uint8), before.contiguous().view(torch.uint8))
+    return torch.equal(after.reshape(-1).view(torch.uint8), before.reshape(-1).view(torch.uint8))  # 0-d too
 
 
 def random_xyxy(n: int, seed: int, dtype: Any = None, *, min_side: float = 1.0,

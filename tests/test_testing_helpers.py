@@ -59,3 +59,16 @@ def test_an_in_place_change_of_an_input_is_caught() -> None:
     assert torch.equal(call_leaves_inputs_unchanged(pure, x, rows=[np.ones(2)]), x - x.mean())
     with pytest.raises(AssertionError, match="normalise_in_place modified its argument 'rows' in place"):
         call_leaves_inputs_unchanged(normalise_in_place, x, rows=[np.arange(3.0)])
+
+
+def test_a_scalar_tensor_argument_is_compared_too() -> None:
+    from pytest_mlcanon.testing import bitwise_equal, call_leaves_inputs_unchanged
+
+    assert bitwise_equal(torch.tensor(1.5), torch.tensor(1.5))
+    assert not bitwise_equal(torch.tensor(1.5), torch.tensor(2.5))
+
+    def bump(scale: torch.Tensor) -> None:
+        scale.add_(1.0)
+
+    with pytest.raises(AssertionError, match="modified its argument 0"):
+        call_leaves_inputs_unchanged(bump, torch.tensor(1.5))

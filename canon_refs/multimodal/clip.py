@@ -45,20 +45,6 @@ from torch import Tensor, nn
 __all__ = ["CLIP", "clip_logits", "clip_loss", "retrieval_accuracy", "zero_shot_predict"]
 
 
-def _check_embeddings(a: Tensor, b: Tensor, name_a: str, name_b: str) -> None:
-    """Raise ``ValueError`` unless ``a`` and ``b`` are 2-D floating tensors of the same width."""
-    for t, name in ((a, name_a), (b, name_b)):
-        if not isinstance(t, Tensor) or t.ndim != 2 or not t.is_floating_point():
-            raise ValueError(f"{name} must be a 2-D floating tensor (B, d)")
-    if a.shape[-1] != b.shape[-1]:
-        raise ValueError(f"embedding widths differ: {name_a} has d = {a.shape[-1]}, {name_b} has d = {b.shape[-1]}")
-
-
-def _check_max_scale(max_scale: float) -> None:
-    if not (math.isfinite(max_scale) and max_scale > 0):
-        raise ValueError(f"max_scale must be finite and > 0, got {max_scale}")
-
-
 def clip_logits(image_emb: Tensor, text_emb: Tensor, logit_scale: Tensor | float,
                 max_scale: float = 100.0) -> Tensor:
     """Scaled cosine similarities ``min(exp(logit_scale), max_scale) * norm(image) @ norm(text).T``.
@@ -107,12 +93,7 @@ def clip_loss(image_emb: Tensor, text_emb: Tensor, logit_scale: Tensor | float,
     Source: Radford et al. (2021), Figure 3 (``loss = (loss_i + loss_t) / 2``); InfoNCE (van den Oord et
     al., 2018).
     """
-    _check_embeddings(image_emb, text_emb, "image_emb", "text_emb")
-    if image_emb.shape[0] != text_emb.shape[0]:
-        raise ValueError(f"clip_loss needs paired batches: image_emb has B = {image_emb.shape[0]}, "
-                         f"text_emb has B = {text_emb.shape[0]}")
-    if image_emb.shape[0] == 0:
-        raise ValueError("image_emb and text_emb must hold at least one pair (B >= 1)")
+    _check_pairs(image_emb, text_emb)
     logits = clip_logits(image_emb, text_emb, logit_scale, max_scale)      # (B, B)
     labels = torch.arange(logits.shape[0], device=logits.device)           # (B,)
     loss_image = F.cross_entropy(logits, labels)                           # ()  image -> text, over rows
@@ -144,12 +125,7 @@ class CLIP(nn.Module):
     def __init__(self, image_encoder: nn.Module, text_encoder: nn.Module, d_image: int, d_text: int,
                  d_embed: int, init_temperature: float = 0.07, max_scale: float = 100.0) -> None:
         super().__init__()
-        for name, value in (("d_image", d_image), ("d_text", d_text), ("d_embed", d_embed)):
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if not (math.isfinite(init_temperature) and init_temperature > 0):
-            raise ValueError(f"init_temperature must be finite and > 0, got {init_temperature}")
-        _check_max_scale(max_scale)
+        _check_model_args(d_image, d_text, d_embed, init_temperature, max_scale)
         self.image_encoder = image_encoder
         self.text_encoder = text_encoder
         self.image_proj = nn.Linear(d_image, d_embed, bias=False)
@@ -213,10 +189,49 @@ def retrieval_accuracy(logits: Tensor) -> tuple[float, float]:
 
     Source: standard recall@1 of image-text retrieval (Radford et al., 2021, Sec. 3.1.4).
     """
-    if not isinstance(logits, Tensor) or logits.ndim != 2 or logits.shape[0] != logits.shape[1] or logits.numel() == 0:
-        shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
-        raise ValueError(f"logits must be a non-empty square (B, B) tensor, got {shape}")
+    _check_square(logits)
     target = torch.arange(logits.shape[0], device=logits.device)           # (B,)
     image_to_text = (logits.argmax(dim=1) == target).double().mean().item()
     text_to_image = (logits.argmax(dim=0) == target).double().mean().item()
     return image_to_text, text_to_image
+
+
+def _check_pairs(image_emb: Tensor, text_emb: Tensor) -> None:
+    """ValueError unless the two batches are 2-D floating, of one width and one non-zero size."""
+    _check_embeddings(image_emb, text_emb, "image_emb", "text_emb")
+    if image_emb.shape[0] != text_emb.shape[0]:
+        raise ValueError(f"clip_loss needs paired batches: image_emb has B = {image_emb.shape[0]}, "
+                         f"text_emb has B = {text_emb.shape[0]}")
+    if image_emb.shape[0] == 0:
+        raise ValueError("image_emb and text_emb must hold at least one pair (B >= 1)")
+
+
+def _check_model_args(d_image: int, d_text: int, d_embed: int, init_temperature: float, max_scale: float) -> None:
+    """ValueError for the constructor arguments ``CLIP`` rejects."""
+    for name, value in (("d_image", d_image), ("d_text", d_text), ("d_embed", d_embed)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if not (math.isfinite(init_temperature) and init_temperature > 0):
+        raise ValueError(f"init_temperature must be finite and > 0, got {init_temperature}")
+    _check_max_scale(max_scale)
+
+
+def _check_square(logits: Tensor) -> None:
+    """ValueError unless ``logits`` is a non-empty square 2-D tensor."""
+    if not isinstance(logits, Tensor) or logits.ndim != 2 or logits.shape[0] != logits.shape[1] or logits.numel() == 0:
+        shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
+        raise ValueError(f"logits must be a non-empty square (B, B) tensor, got {shape}")
+
+
+def _check_embeddings(a: Tensor, b: Tensor, name_a: str, name_b: str) -> None:
+    """Raise ``ValueError`` unless ``a`` and ``b`` are 2-D floating tensors of the same width."""
+    for t, name in ((a, name_a), (b, name_b)):
+        if not isinstance(t, Tensor) or t.ndim != 2 or not t.is_floating_point():
+            raise ValueError(f"{name} must be a 2-D floating tensor (B, d)")
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"embedding widths differ: {name_a} has d = {a.shape[-1]}, {name_b} has d = {b.shape[-1]}")
+
+
+def _check_max_scale(max_scale: float) -> None:
+    if not (math.isfinite(max_scale) and max_scale > 0):
+        raise ValueError(f"max_scale must be finite and > 0, got {max_scale}")

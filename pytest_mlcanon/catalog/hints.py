@@ -462,6 +462,9 @@ HINTS: dict[int, ItemHints] = {
     41: ItemHints(
         "Normalise both embeddings, logits = exp(logit_scale).clamp(max=100) * img @ txt^T; "
         "loss = (CE(logits, arange(B)) + CE(logits^T, arange(B))) / 2.\n"
+        "Conventions: the scale is min(exp(logit_scale), max_scale); logit_scale starts at ln(1/0.07) in "
+        "float32; zero_shot_predict compares cosines (class embeddings normalised too); retrieval_accuracy "
+        "returns two Python floats (rows, then columns).\n"
         "Shapes: embeddings (B, d) -> unit (B, d); logits (B, B); labels (B,).",
         "The targets are the diagonal: labels = arange(B), for both directions. Clamp the SCALE (exp of the "
         "parameter) at max_scale, not the parameter. logit_scale starts at ln(1/0.07). L2-normalise with "
