@@ -46,19 +46,6 @@ from canon_refs.transformer.multihead import CrossAttention
 __all__ = ["LinearProjector", "MLPProjector", "ResamplerProjector", "splice_visual_tokens", "text_logits"]
 
 
-def _check_positive(**sizes: int) -> None:
-    for name, value in sizes.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-
-def _check_visual(v: Tensor, d_vision: int) -> None:
-    """``v`` must be a floating ``(B, N, d_vision)`` tensor."""
-    if not isinstance(v, Tensor) or v.ndim != 3 or not v.is_floating_point() or v.shape[-1] != d_vision:
-        shape = tuple(v.shape) if isinstance(v, Tensor) else type(v).__name__
-        raise ValueError(f"v must be a floating (B, N, d_vision={d_vision}) tensor, got {shape}")
-
-
 class LinearProjector(nn.Module):
     """One ``Linear(d_v, d)`` applied to every visual token (LLaVA-1): ``(B, N, d_v) -> (B, N, d)``.
 
@@ -142,11 +129,8 @@ class ResamplerProjector(nn.Module):
             ValueError: ``v`` not ``(B, N, d_vision)``; ``vision_mask`` not ``(B, N)`` or floating.
         """
         _check_visual(v, self.d_vision)
-        B, N, _ = v.shape
-        if vision_mask is not None and (not isinstance(vision_mask, Tensor) or vision_mask.is_floating_point()
-                                        or tuple(vision_mask.shape) != (B, N)):
-            shape = tuple(vision_mask.shape) if isinstance(vision_mask, Tensor) else type(vision_mask).__name__
-            raise ValueError(f"vision_mask must be a bool|int (B, N) = ({B}, {N}) mask, got {shape}")
+        _check_vision_mask(vision_mask, tuple(v.shape[:2]))
+        B = v.shape[0]
         q = self.queries.to(v.dtype).expand(B, -1, -1)                 # (B, N_q, d)
         attended = self.cross_attn(q, v, vision_mask)                  # (B, N_q, d)
         return self.norm(q + attended)                                 # (B, N_q, d)
@@ -169,22 +153,13 @@ def splice_visual_tokens(visual_embeds: Tensor, text_embeds: Tensor,
         ValueError: either input not 3-D, a batch or width mismatch between them, or an
             ``attention_mask`` that is not ``(B, T)``.
     """
-    for name, t in (("visual_embeds", visual_embeds), ("text_embeds", text_embeds)):
-        if not isinstance(t, Tensor) or t.ndim != 3:
-            raise ValueError(f"{name} must be a 3-D (B, L, d) tensor")
-    B, N_q, d = visual_embeds.shape
-    if text_embeds.shape[0] != B:
-        raise ValueError(f"text_embeds batch {text_embeds.shape[0]} differs from visual_embeds batch {B}")
-    if text_embeds.shape[-1] != d:
-        raise ValueError(f"text_embeds width {text_embeds.shape[-1]} differs from visual_embeds width {d}")
+    _check_splice(visual_embeds, text_embeds, attention_mask)
+    B, N_q, _ = visual_embeds.shape
     T = text_embeds.shape[1]
     device = text_embeds.device
     if attention_mask is None:
         text_mask = torch.ones(B, T, dtype=torch.long, device=device)  # (B, T)
     else:
-        if not isinstance(attention_mask, Tensor) or tuple(attention_mask.shape) != (B, T):
-            shape = tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else None
-            raise ValueError(f"attention_mask must be (B, T) = ({B}, {T}), got {shape}")
         text_mask = (attention_mask != 0).long()                       # (B, T)
     inputs = torch.cat([visual_embeds, text_embeds], dim=1)            # (B, N_q + T, d)
     visual_mask = torch.ones(B, N_q, dtype=torch.long, device=device)  # (B, N_q)
@@ -208,6 +183,37 @@ def text_logits(logits: Tensor, n_visual: int, T: int) -> Tensor:
     Raises:
         ValueError: ``logits`` not 3-D; ``n_visual < 1``; ``T < 0``; ``n_visual - 1 + T > S``.
     """
+    _check_text_slice(logits, n_visual, T)
+    start = n_visual - 1
+    return logits[:, start:start + T]                                  # (B, T, V)
+
+
+def _check_vision_mask(vision_mask: Tensor | None, shape: tuple[int, int]) -> None:
+    """ValueError unless ``vision_mask`` is None or a bool|int ``(B, N)`` mask."""
+    if vision_mask is not None and (not isinstance(vision_mask, Tensor) or vision_mask.is_floating_point()
+                                    or tuple(vision_mask.shape) != shape):
+        got = tuple(vision_mask.shape) if isinstance(vision_mask, Tensor) else type(vision_mask).__name__
+        raise ValueError(f"vision_mask must be a bool|int (B, N) = {shape} mask, got {got}")
+
+
+def _check_splice(visual_embeds: Tensor, text_embeds: Tensor, attention_mask: Tensor | None) -> None:
+    """ValueError for the argument errors :func:`splice_visual_tokens` documents."""
+    for name, t in (("visual_embeds", visual_embeds), ("text_embeds", text_embeds)):
+        if not isinstance(t, Tensor) or t.ndim != 3:
+            raise ValueError(f"{name} must be a 3-D (B, L, d) tensor")
+    B, _, d = visual_embeds.shape
+    if text_embeds.shape[0] != B:
+        raise ValueError(f"text_embeds batch {text_embeds.shape[0]} differs from visual_embeds batch {B}")
+    if text_embeds.shape[-1] != d:
+        raise ValueError(f"text_embeds width {text_embeds.shape[-1]} differs from visual_embeds width {d}")
+    T = text_embeds.shape[1]
+    if attention_mask is not None and (not isinstance(attention_mask, Tensor) or tuple(attention_mask.shape) != (B, T)):
+        shape = tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else None
+        raise ValueError(f"attention_mask must be (B, T) = ({B}, {T}), got {shape}")
+
+
+def _check_text_slice(logits: Tensor, n_visual: int, T: int) -> None:
+    """ValueError for the argument errors :func:`text_logits` documents."""
     if not isinstance(logits, Tensor) or logits.ndim != 3:
         raise ValueError("logits must be a 3-D (B, S, V) tensor")
     if not isinstance(n_visual, int) or n_visual < 1:
@@ -217,5 +223,16 @@ def text_logits(logits: Tensor, n_visual: int, T: int) -> Tensor:
     S = logits.shape[1]
     if n_visual - 1 + T > S:
         raise ValueError(f"n_visual - 1 + T = {n_visual - 1 + T} exceeds the sequence length S = {S}")
-    start = n_visual - 1
-    return logits[:, start:start + T]                                  # (B, T, V)
+
+
+def _check_positive(**sizes: int) -> None:
+    for name, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _check_visual(v: Tensor, d_vision: int) -> None:
+    """``v`` must be a floating ``(B, N, d_vision)`` tensor."""
+    if not isinstance(v, Tensor) or v.ndim != 3 or not v.is_floating_point() or v.shape[-1] != d_vision:
+        shape = tuple(v.shape) if isinstance(v, Tensor) else type(v).__name__
+        raise ValueError(f"v must be a floating (B, N, d_vision={d_vision}) tensor, got {shape}")

@@ -474,6 +474,9 @@ HINTS: dict[int, ItemHints] = {
         "Project visual tokens to the LM width (linear, MLP, or learned queries cross-attending to them); "
         "splice [visual; text] with N_q leading ones in the mask and positions arange(N_q + T); the logit "
         "that scores text token t sits at N_q + t - 1.\n"
+        "Conventions: the spliced mask is long with N_q leading ones; position_ids = arange(N_q + T) for every "
+        "row; the resampler's output is norm(queries + cross_attn(queries, v)) and masked visual tokens get "
+        "no weight (a fully masked row stays finite).\n"
         "Shapes: v (B, N, d_v) -> (B, N, d) or (B, N_q, d); spliced (B, N_q + T, d); text logits (B, T, V).",
         "The off-by-one: logits[:, i] predicts token i + 1, so text_logits = logits[:, N_q - 1 : N_q - 1 + T]; "
         "slicing from N_q shifts the loss by one token and still trains. Resampler queries are expanded to "
