@@ -2,27 +2,51 @@
 
 ::
 
-    comment := "#" SP shapes [SP SP free-text]
-    shapes  := alts ("," SP alts)*
-    alts    := shape (SP "|" SP shape)*
-    shape   := "()" | "(" item ",)" | "(" item ("," SP item)+ ")" | "list[" dim "]" | "scalar"
+    comment := "#" SP shapes [each] [note]
+    shapes  := alts ("," SP? alts)*
+    alts    := shape ((SP? "|" SP? | SP "or" SP) shape)*
+    shape   := "()" | "(" item ",)" | "(" item ("," SP? item)+ ")" | "list[" dim "]" | "scalar" | "None"
+             | "(" NAME SP alts ("," SP NAME SP alts)* ")"          # a labelled tuple: (logits (B, T, V), loss ())
     item    := dim | "..."
-    dim     := term (SP? op SP? term)*      op := "+" | "-" | "*" | "//"
-    term    := NAME | INT | "(" dim ")"
+    dim     := term (SP? op SP? term)*     op := "+" | "-" | "*" | "/" | "//" | "^" | "**" | "|"
+    term    := NAME | INT | INT NAME | "(" dim ")"
+    NAME    := letter (letter | digit | "_" | "_{" text "}")* "'"*  [ "(" text ")" ]
+    each    := SP "each"                   # one shape for every value bound on the line
+    note    := any text after the shapes, set off by a space or punctuation: `# (K, d); centroids`
+
+So the notation of the stubs and the docs is a shape: subscripts and superscripts (``d_{l+1}``,
+``x^2``), arithmetic (``d_h/2``, ``B*T``, ``n/world``, ``L+1``, ``2w`` for ``2*w``), primes
+(``P'``), alternatives (``(T, d_h/2) or (B, T, d_h/2)``, a per-dim ``1|H``), ``# (B, T, d) each``
+and a note after the shape (``# (K, d); note``, ``# scalar: note``, ``# (B,)  -- note``).
 
 The parser works on comment text only (what ``tokenize`` hands over), never on code. A dim is kept
-as its source text and a validated ``ast`` expression, so the runtime checker can evaluate
-``C*kh*kw`` or ``T_q + 1`` against bound names.
+as its source text and a validated ``ast`` expression (names keep their text, ``d_{l+1}`` included),
+so the runtime checker can evaluate ``C*kh*kw`` or ``d_h/2`` against bound names.
 """
 
 from __future__ import annotations
 
 import ast
-import keyword
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 ELLIPSIS = "..."
-_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)
+_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div, ast.Pow, ast.BitOr)
+#: What may start a shape: ``(``, ``list[``, or the words ``scalar`` / ``None`` standing alone.
+_SHAPE_START = re.compile(r"\(|list\[|scalar(?![\w'])|None(?![\w'])")
+_NAME = re.compile(r"[^\W\d](?:_\{[^{}]*\}|\w)*'*")
+_NUMBER = re.compile(r"\d+")
+_OPERATOR = re.compile(r"//|\*\*|[-+*/^|(){}\u2212\u00d7\u00b7\u00b2\u00b3]")
+_UNICODE_OPS = {"^": "**", "{": "(", "}": ")", "\u2212": "-", "\u00d7": "*", "\u00b7": "*", "\u00b2": "**2",
+                "\u00b3": "**3"}
+#: ``name (B, T)`` inside a tuple: a labelled value (``dL/dw (d,)`` too).
+_LABEL = re.compile(r"([^\W\d][\w/']*)\s+(?=\(|list\[|scalar(?![\w'])|None(?![\w']))")
+_BARE = re.compile(r"[^\W\d][\w/']*(?=\s*[,)])")
+_TRAILING_WORDS = re.compile(r"(?:\s+[^\W\d]\w*)+(?=\s*[,)])")
+_ALT_OR = re.compile(r"\s+or\s+")
+_EACH = re.compile(r"\s*\beach\b")
+_PLACEHOLDER = "__mlcanon_dim_"
 
 
 class ShapeSyntaxError(ValueError):
@@ -47,14 +71,18 @@ class Dim:
 
 @dataclass(frozen=True)
 class Shape:
-    """``kind`` is ``tuple`` (dims), ``list`` (one length dim) or ``scalar`` (a Python number)."""
+    """``kind`` is ``tuple`` (dims), ``list`` (one length dim), ``scalar`` (a Python number),
+    ``none`` (the value None), ``any`` (a value named but not shaped, as ``b`` in ``(w (d,), b)``) or
+    ``group`` (a labelled tuple of values, each with its alternatives)."""
 
     kind: str
     dims: tuple[Dim, ...] = ()
+    members: tuple[tuple[Shape, ...], ...] = ()
+    labels: tuple[str, ...] = ()
 
     @property
     def rank(self) -> int | None:
-        """Number of dims, or None when an ellipsis makes it open."""
+        """Number of dims, or None when an ellipsis makes it open (or the shape is not a tuple)."""
         if self.kind != "tuple" or any(d.is_ellipsis for d in self.dims):
             return None
         return len(self.dims)
@@ -62,34 +90,59 @@ class Shape:
     def __str__(self) -> str:
         if self.kind == "scalar":
             return "scalar"
+        if self.kind == "none":
+            return "None"
+        if self.kind == "any":
+            return "any"
         if self.kind == "list":
             return f"list[{self.dims[0].text}]"
+        if self.kind == "group":
+            return "(" + ", ".join(label if alts[0].kind == "any" else f"{label} {_alts_text(alts)}"
+                                   for label, alts in zip(self.labels, self.members)) + ")"
         if len(self.dims) == 1:
             return f"({self.dims[0].text},)"
         return "(" + ", ".join(d.text for d in self.dims) + ")"
 
 
+def _alts_text(alternatives: tuple[Shape, ...]) -> str:
+    return " | ".join(str(s) for s in alternatives)
+
+
 @dataclass(frozen=True)
 class ShapeComment:
-    """One entry per value bound on the line; each entry lists its alternatives."""
+    """One entry per value bound on the line; each entry lists its alternatives. ``each``: the one
+    entry applies to every value bound (``q, k, v = ...  # (B, T, d) each``)."""
 
     values: tuple[tuple[Shape, ...], ...]
     free_text: str = ""
+    each: bool = False
 
     def __str__(self) -> str:
-        return ", ".join(" | ".join(str(s) for s in alts) for alts in self.values)
+        return ", ".join(_alts_text(alts) for alts in self.values) + (" each" if self.each else "")
 
 
 def looks_like_shape(comment: str) -> bool:
     """True when a comment (without ``#``) starts the way a shape comment does."""
-    text = comment.lstrip()
-    return text.startswith("(") or text.startswith("list[") or text == "scalar" or text.startswith("scalar ")
+    return _SHAPE_START.match(comment.lstrip()) is not None
 
 
 def parse(comment: str) -> ShapeComment:
     """Parse a comment's text (without the leading ``#``); raises ShapeSyntaxError."""
     parser = _Parser(comment.strip())
     return parser.comment()
+
+
+def statement_comment(comments: Mapping[int, str], first: int, last: int) -> tuple[int, str] | None:
+    """The shape comment of a statement spanning lines ``first..last``: on its first line, else on its
+    last, else on any line between (a comment anywhere on a multi-line statement counts). When none
+    looks like a shape, the first line's comment (or the first comment at all) is returned, so a
+    caller can say why it is not one; None when the statement carries no comment."""
+    order = [first, *([last] if last != first else []), *range(first + 1, last)]
+    present = [(line, comments[line]) for line in order if line in comments]
+    shaped = [pair for pair in present if looks_like_shape(pair[1])]
+    if shaped:
+        return shaped[0]
+    return present[0] if present else None
 
 
 class _Parser:
@@ -109,31 +162,56 @@ class _Parser:
             return True
         return False
 
+    def skip_spaces(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] == " ":
+            self.pos += 1
+
+    def at_shape(self) -> bool:
+        return _SHAPE_START.match(self.text, self.pos) is not None
+
     def comment(self) -> ShapeComment:
         values = [self.alternatives()]
-        while self.peek(", ") or self.peek(","):
+        while True:
             save = self.pos
-            self.eat(",")
-            self.eat(" ")
-            if not (self.peek("(") or self.peek("list[") or self.peek("scalar")):
+            if not self.eat(","):
+                break
+            self.skip_spaces()
+            if not self.at_shape():
                 self.pos = save
                 break
             values.append(self.alternatives())
-        rest = self.text[self.pos :]
-        if rest and not rest[0].isspace():
-            raise self.error("unexpected text after the shape", "separate free text from the shape with two spaces")
-        return ShapeComment(tuple(values), rest.strip())
+        each = _EACH.match(self.text, self.pos)
+        if each:
+            self.pos = each.end()
+        rest = self.text[self.pos:]
+        if rest and (rest[0].isalnum() or rest[0] in "_([{'"):
+            raise self.error("unexpected text after the shape",
+                             "set a note off from the shape with a space or `;`: `# (B, T); note`")
+        return ShapeComment(tuple(values), rest.strip(" \t;:,-=\u2013\u2014"), each=bool(each))
 
     def alternatives(self) -> tuple[Shape, ...]:
         shapes = [self.shape()]
-        while self.peek(" | "):
-            self.eat(" | ")
+        while True:
+            save = self.pos
+            self.skip_spaces()
+            if self.eat("|"):
+                self.skip_spaces()
+            else:
+                match = _ALT_OR.match(self.text, save)
+                if match is None or _SHAPE_START.match(self.text, match.end()) is None:
+                    self.pos = save
+                    break
+                self.pos = match.end()
+            if not self.at_shape():
+                raise self.error("an alternative must be a shape")
             shapes.append(self.shape())
         return tuple(shapes)
 
     def shape(self) -> Shape:
         if self.eat("scalar"):
             return Shape("scalar")
+        if self.eat("None"):
+            return Shape("none")
         if self.eat("list["):
             dim = self.dim(stop="]")
             if not self.eat("]"):
@@ -141,15 +219,18 @@ class _Parser:
             return Shape("list", (dim,))
         if not self.eat("("):
             raise self.error("a shape starts with '(', 'list[' or 'scalar'")
+        self.skip_spaces()
         if self.eat(")"):
             return Shape("tuple", ())
+        if self.labelled_tuple_ahead():
+            return self.group()
         dims = [self.item()]
         if self.eat(",)"):
             return Shape("tuple", tuple(dims))
         if self.peek(")"):
             raise self.error("a one-dim shape needs a trailing comma", f"write ({dims[0].text},)")
         while self.eat(","):
-            self.eat(" ")
+            self.skip_spaces()
             if self.peek(")"):
                 break
             dims.append(self.item())
@@ -158,6 +239,52 @@ class _Parser:
         if sum(d.is_ellipsis for d in dims) > 1:
             raise self.error("'...' may appear once per shape")
         return Shape("tuple", tuple(dims))
+
+    def labelled_tuple_ahead(self) -> bool:
+        """Whether the tuple opened just before ``pos`` has an item of the form ``name shape``."""
+        depth, start = 0, self.pos
+        for index in range(self.pos, len(self.text)):
+            ch = self.text[index]
+            if ch in "([":
+                depth += 1
+            elif ch in ")]":
+                if depth == 0:
+                    return False
+                depth -= 1
+            if depth == 0 and ch == "," or index == start:
+                item = index + 1 if ch == "," else index
+                while item < len(self.text) and self.text[item] == " ":
+                    item += 1
+                if _LABEL.match(self.text, item):
+                    return True
+        return False
+
+    def group(self) -> Shape:
+        """``(logits (B, T, V), loss () or None)``, ``(w (d,), b)``: a tuple of labelled values (a bare
+        name is a value whose shape is not stated; words after a member's shape are a note)."""
+        labels: list[str] = []
+        members: list[tuple[Shape, ...]] = []
+        while True:
+            label = _LABEL.match(self.text, self.pos)
+            bare = None if label else _BARE.match(self.text, self.pos)
+            if label is not None:
+                labels.append(label.group(1))
+                self.pos = label.end()
+                members.append(self.alternatives())
+                if words := _TRAILING_WORDS.match(self.text, self.pos):
+                    self.pos = words.end()
+            elif bare is not None:
+                labels.append(bare.group())
+                self.pos = bare.end()
+                members.append((Shape("any"),))
+            else:
+                raise self.error("a labelled tuple lists `name shape` pairs")
+            self.skip_spaces()
+            if self.eat(")"):
+                return Shape("group", members=tuple(members), labels=tuple(labels))
+            if not self.eat(","):
+                raise self.error("labelled tuple is not closed with ')'")
+            self.skip_spaces()
 
     def item(self) -> Dim:
         if self.eat(ELLIPSIS):
@@ -169,53 +296,118 @@ class _Parser:
         depth = 0
         while self.pos < len(self.text):
             ch = self.text[self.pos]
-            if ch == "(":
+            if ch in "([{":
                 depth += 1
-            elif ch == ")":
-                if depth == 0:
+            elif ch in ")]}":
+                if depth == 0 and ch in stop:
                     break
                 depth -= 1
             elif depth == 0 and ch in stop:
                 break
             self.pos += 1
-        text = self.text[start : self.pos].strip()
+        text = self.text[start:self.pos].strip()
         if not text:
             raise self.error("empty dimension")
         return Dim(text, _dim_expr(text, self))
 
 
-_KEYWORD_PREFIX = "__kw_"
-
-
 def _dim_expr(text: str, parser: _Parser) -> ast.expr:
-    # Dim names may be Python keywords (the spec writes `(out, in)`): parse them under another name.
-    escaped = " ".join(_KEYWORD_PREFIX + tok if keyword.iskeyword(tok) else tok
-                       for tok in text.replace("(", " ( ").replace(")", " ) ").split())
+    """The dim as an ``ast`` expression whose names keep their text (``d_{l+1}``, ``P'``, ``len(ids)``).
+
+    ``2w`` is ``2*w``; ``x^2``, ``x²`` are powers; ``1|H`` and ``2 or 3`` are alternatives; a size with a
+    label (``16 patches``, ``d_v 32``) is the number; ``sum M`` (``ΣM``) is one name."""
+    bad = ShapeSyntaxError(f"dimension {text!r} is not a name, a number or an arithmetic expression of them "
+                           f"in {parser.text!r}")
+    tokens = _dim_tokens(text, bad)
+    kinds = [kind for kind, _ in tokens]
+    if kinds in (["int", "name"], ["name", "int"]):  # 16 patches, d_v 32: a labelled size
+        tokens = [next(t for t in tokens if t[0] == "int")]
+    elif kinds == ["name", "name"] and tokens[0][1] in {"sum", "\u03a3"}:
+        tokens = [("name", f"{tokens[0][1]} {tokens[1][1]}")]
+    names: list[str] = []
+    pieces: list[str] = []
+    for kind, token in tokens:
+        if kind == "name":
+            pieces.append(f"{_PLACEHOLDER}{len(names)}")
+            names.append(token)
+        else:
+            pieces.append(token)
     try:
-        expr = ast.parse(escaped, mode="eval").body
+        expr = ast.parse(" ".join(pieces), mode="eval").body
     except SyntaxError:
-        raise parser.error(f"dimension {text!r} is not NAME, INT or an expression of them") from None
-    for node in ast.walk(expr):
-        if isinstance(node, ast.Name) and node.id.startswith(_KEYWORD_PREFIX):
-            node.id = node.id[len(_KEYWORD_PREFIX):]
+        raise bad from None
     for node in ast.walk(expr):
         if isinstance(node, ast.BinOp):
             if not isinstance(node.op, _OPS):
-                raise parser.error(f"dimension {text!r} uses an operator other than + - * //")
+                raise bad
         elif isinstance(node, ast.Constant):
             if not isinstance(node.value, int) or isinstance(node.value, bool):
-                raise parser.error(f"dimension {text!r} has a non-integer constant")
-        elif not isinstance(node, (ast.Name, ast.Load, *_OPS)):
-            raise parser.error(f"dimension {text!r} is not NAME, INT or an expression of them")
+                raise bad
+        elif isinstance(node, ast.Name):
+            node.id = names[int(node.id[len(_PLACEHOLDER):])]
+        elif not isinstance(node, (ast.Load, *_OPS)):
+            raise bad
     return expr
+
+
+def _dim_tokens(text: str, bad: ShapeSyntaxError) -> list[tuple[str, str]]:
+    """``(kind, text)`` tokens of a dim: ``name``, ``int`` and ``op`` (operators already in Python's spelling)."""
+    tokens: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text):
+        if text[pos].isspace():
+            pos += 1
+            continue
+        if match := _NAME.match(text, pos):
+            name, pos = match.group(), match.end()
+            if name == "or":
+                tokens.append(("op", "|"))
+                continue
+            if text.startswith("(", pos):  # a call such as len(prompts): one opaque name
+                close = _closing(text, pos)
+                if close < 0:
+                    raise bad
+                name, pos = text[match.start():close + 1], close + 1
+            tokens.append(("name", name))
+        elif match := _NUMBER.match(text, pos):
+            tokens.append(("int", match.group()))
+            pos = match.end()
+            if pos < len(text) and (text[pos] == "(" or _NAME.match(text, pos)):
+                tokens.append(("op", "*"))  # 2w, 4H, 2(d+1): implicit multiplication
+        elif match := _OPERATOR.match(text, pos):
+            tokens.append(("op", _UNICODE_OPS.get(match.group(), match.group())))
+            pos = match.end()
+        else:
+            raise bad
+    return tokens
+
+
+def _closing(text: str, start: int) -> int:
+    """Index of the parenthesis closing the one at ``start``, or -1."""
+    depth = 0
+    for index in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[index], 0)
+        if depth == 0:
+            return index
+    return -1
+
+
+def shapes_of(comment: ShapeComment) -> list[Shape]:
+    """Every shape in the comment, the members of labelled tuples included."""
+    found: list[Shape] = []
+    stack = [shape for alts in comment.values for shape in alts]
+    while stack:
+        shape = stack.pop()
+        found.append(shape)
+        stack.extend(s for alts in shape.members for s in alts)
+    return found
 
 
 def dim_names(comment: ShapeComment) -> set[str]:
     """Every symbolic name used in the comment."""
     return {
         node.id
-        for alts in comment.values
-        for shape in alts
+        for shape in shapes_of(comment)
         for dim in shape.dims
         if dim.expr is not None
         for node in ast.walk(dim.expr)

@@ -27,7 +27,10 @@ learner's lines. Nothing is written to ``__pycache__``.
 from __future__ import annotations
 
 import ast
+import functools
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pytest_mlcanon.rubric.shape_runtime import (
@@ -39,7 +42,7 @@ from pytest_mlcanon.rubric.shape_runtime import (
     describe,
     match_comment,
 )
-from pytest_mlcanon.rubric.source import Source
+from pytest_mlcanon.rubric.source import Source, call_name
 
 RUNTIME_NAME = "__mlcanon__"
 SCOPE_NAME = "__mlcanon_scope"
@@ -108,7 +111,11 @@ class Scope:
         return value
 
     def commit(self) -> None:
-        """The call returned normally: its contradictions stand."""
+        """The call returned normally: its contradictions stand, unless the call was made inside a
+        ``pytest.raises`` block: a test's deliberately invalid input says nothing about the shapes
+        the comments describe, even when the learner's code accepts it without raising."""
+        if self.contradictions and inside_expected_raise():
+            self.contradictions.clear()
         for line, detail in self.contradictions.items():
             RECORDER[(self.path, line)] = (CONTRADICTED, detail)
         self.contradictions.clear()
@@ -145,6 +152,42 @@ class Scope:
             if seq >= first:
                 del self.bound_at[name]
                 del self.bindings[name]
+
+
+def inside_expected_raise() -> bool:
+    """True when some caller on the stack is inside ``with pytest.raises(...)`` (or the call form
+    ``pytest.raises(E, f, ...)``): the value being checked came from input the test expects to be
+    rejected. Read from the callers' source by AST, and only when a contradiction is pending."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "raises" and "_pytest" in code.co_filename:
+            return True
+        if _raises_block_at(code.co_filename, frame.f_lineno):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _raises_block_at(filename: str, line: int) -> bool:
+    """Whether ``line`` of ``filename`` lies in the body of a ``with ...raises(...)`` statement."""
+    if not filename.endswith(".py") or "_pytest" in filename or "pytest_mlcanon" in filename:
+        return False
+    return any(first <= line <= last for first, last in _raises_blocks(filename))
+
+
+@functools.lru_cache(maxsize=256)
+def _raises_blocks(filename: str) -> tuple[tuple[int, int], ...]:
+    try:
+        tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    blocks = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                isinstance(w.context_expr, ast.Call) and call_name(w.context_expr) == "raises" for w in node.items):
+            blocks.append((node.lineno, node.end_lineno or node.lineno))
+    return tuple(blocks)
 
 
 class Unchecked:

@@ -34,14 +34,16 @@ class Annotated:
 
 
 def annotated_statements(source: Source) -> dict[int, Annotated]:
-    """Statements (assignments and returns) whose first line carries a parseable shape comment."""
+    """Statements (assignments and returns) carrying a parseable shape comment on any of their lines
+    (``shape_grammar.statement_comment``), keyed by first line."""
     found: dict[int, Annotated] = {}
     for node in walk(source.tree):
         if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return)):
             continue
-        comment = source.comment(node.lineno)
-        if comment is None or not shape_grammar.looks_like_shape(comment):
+        located = shape_grammar.statement_comment(source.comments, node.lineno, node.end_lineno or node.lineno)
+        if located is None or not shape_grammar.looks_like_shape(located[1]):
             continue
+        comment = located[1]
         try:
             parsed = shape_grammar.parse(comment)
         except shape_grammar.ShapeSyntaxError:
@@ -93,46 +95,78 @@ class Mismatch(Exception):
     """A value disagrees with the comment; the message names the dim."""
 
 
-def _eval_dim(expr: ast.expr, bindings: dict[str, int]) -> int | None:
-    """Evaluate a dim expression, or None when it uses an unbound name."""
+def _eval_dim(expr: ast.expr, bindings: dict[str, int]) -> frozenset[int] | None:
+    """The sizes a dim expression allows, or None when it uses an unbound name.
+
+    ``a/b`` is exact division when ``b`` divides ``a`` and otherwise allows the floor and the ceiling
+    (``H/2`` after a pooling of an odd size); ``a|b`` allows either side; ``^`` and ``**`` are powers.
+    """
     if isinstance(expr, ast.Constant):
-        return expr.value if isinstance(expr.value, int) else None
+        return frozenset({expr.value}) if isinstance(expr.value, int) else None
     if isinstance(expr, ast.Name):
-        return bindings.get(expr.id)
-    if isinstance(expr, ast.BinOp):
-        left, right = _eval_dim(expr.left, bindings), _eval_dim(expr.right, bindings)
-        if left is None or right is None:
-            return None
-        if isinstance(expr.op, ast.Add):
-            return left + right
-        if isinstance(expr.op, ast.Sub):
-            return left - right
-        if isinstance(expr.op, ast.Mult):
-            return left * right
-        if isinstance(expr.op, ast.FloorDiv) and right != 0:
-            return left // right
-    return None
+        value = bindings.get(expr.id)
+        return None if value is None else frozenset({value})
+    if not isinstance(expr, ast.BinOp):
+        return None
+    left, right = _eval_dim(expr.left, bindings), _eval_dim(expr.right, bindings)
+    if left is None or right is None:
+        return None
+    if isinstance(expr.op, ast.BitOr):
+        return left | right
+    sizes: set[int] = set()
+    for a in left:
+        for b in right:
+            sizes |= _apply(expr.op, a, b)
+    return frozenset(sizes)
 
 
-def match_shape(shape: Shape, actual: tuple[str, tuple[int, ...] | int], bindings: dict[str, int]) -> dict[str, int]:
-    """New bindings if ``actual`` fits ``shape`` under ``bindings``; raises Mismatch otherwise."""
-    kind, value = actual
+def _apply(op: ast.operator, a: int, b: int) -> set[int]:
+    if isinstance(op, ast.Add):
+        return {a + b}
+    if isinstance(op, ast.Sub):
+        return {a - b}
+    if isinstance(op, ast.Mult):
+        return {a * b}
+    if isinstance(op, ast.FloorDiv):
+        return {a // b} if b else set()
+    if isinstance(op, ast.Div):
+        if not b:
+            return set()
+        return {a // b} if a % b == 0 else {a // b, -(-a // b)}
+    if isinstance(op, ast.Pow):
+        return {a ** b} if 0 <= b <= 64 else set()
+    return set()
+
+
+def match_shape(shape: Shape, actual: tuple[str, tuple[int, ...] | int], bindings: dict[str, int],
+                value: Any = None) -> dict[str, int]:
+    """New bindings if ``actual`` (the shape of ``value``) fits ``shape`` under ``bindings``; raises
+    Mismatch otherwise."""
+    kind, size = actual
+    if shape.kind == "any":
+        return {}
+    if shape.kind == "none":  # a None value has no shape and is never matched
+        raise Mismatch(f"expected None, got {describe(value)}")
+    if shape.kind == "group":
+        if kind != "list" or len(value) != len(shape.members):
+            raise Mismatch(f"expected a tuple of {len(shape.members)} values, got {describe(value)}")
+        return _match_values(shape.members, list(value), bindings)
     if shape.kind == "scalar":
-        if kind == "scalar" or (kind == "array" and value == ()):
+        if kind == "scalar" or (kind == "array" and size == ()):
             return {}
-        raise Mismatch(f"expected a scalar, got shape {value}")
+        raise Mismatch(f"expected a scalar, got shape {size}")
     if shape.kind == "list":
         if kind != "list":
-            raise Mismatch(f"expected a list, got {kind} {value}")
-        return _match_dims((shape.dims[0],), (int(value),), bindings)  # type: ignore[arg-type]
+            raise Mismatch(f"expected a list, got {kind} {size}")
+        return _match_dims((shape.dims[0],), (int(size),), bindings)  # type: ignore[arg-type]
     if kind == "scalar":
         if shape.dims:
             raise Mismatch(f"expected rank {len(shape.dims)}, got a Python scalar")
         return {}
     if kind != "array":
-        raise Mismatch(f"expected an array, got a list of {value}")
+        raise Mismatch(f"expected an array, got {describe(value) if value is not None else kind}")
     dims = tuple(shape.dims)
-    sizes = tuple(value)  # type: ignore[arg-type]
+    sizes = tuple(size)  # type: ignore[arg-type]
     ellipsis = [i for i, d in enumerate(dims) if d.is_ellipsis]
     if ellipsis:
         i = ellipsis[0]
@@ -162,43 +196,66 @@ def _match_dims(dims: Sequence[shape_grammar.Dim], sizes: Sequence[int], binding
         expected = _eval_dim(dim.expr, merged)
         if expected is None:
             continue  # an expression over names not yet bound cannot be checked
-        if expected != size:
-            raise Mismatch(f"dim {dim.text} should be {expected}, got {size}")
+        if size not in expected:
+            shown = next(iter(expected)) if len(expected) == 1 else " or ".join(map(str, sorted(expected)))
+            raise Mismatch(f"dim {dim.text} should be {shown}, got {size}")
     return new
 
 
-def match_comment(comment: ShapeComment, values: Sequence[Any], bindings: dict[str, int]) -> dict[str, int] | None:
-    """Bindings added by a match, or None when nothing could be checked; raises Mismatch."""
-    if len(comment.values) != len(values):
-        if len(values) == 1 and isinstance(values[0], tuple) and len(values[0]) == len(comment.values):
-            values = list(values[0])
-        elif len(comment.values) == 1 and len(values) > 1:
-            return None
-        else:
-            raise Mismatch(f"the comment lists {len(comment.values)} shape(s) for {len(values)} value(s)")
+def _match_values(entries: Sequence[tuple[Shape, ...]], values: Sequence[Any],
+                  bindings: dict[str, int]) -> dict[str, int]:
+    """Match each value against its entry's alternatives; the bindings the matches add."""
     added: dict[str, int] = {}
-    checked = False
-    for alternatives, value in zip(comment.values, values):
+    for alternatives, value in zip(entries, values):
         actual = shape_of(value)
         if actual is None:
             continue
         errors = []
         for shape in alternatives:
             try:
-                added.update(match_shape(shape, actual, {**bindings, **added}))
+                added.update(match_shape(shape, actual, {**bindings, **added}, value))
                 break
             except Mismatch as exc:
                 errors.append(str(exc))
         else:
             raise Mismatch("; ".join(errors))
-        checked = True
-    return added if checked else None
+    return added
+
+
+def match_comment(comment: ShapeComment, values: Sequence[Any], bindings: dict[str, int]) -> dict[str, int] | None:
+    """Bindings added by a match, or None when nothing could be checked; raises Mismatch.
+
+    A comment of several shapes on a statement binding one tuple (``return a, b  # (B,), ()``) is
+    matched element by element; ``each`` applies the one shape to every value (or to every element
+    of one tuple or list)."""
+    values = list(values)
+    if comment.each and len(comment.values) == 1:
+        if len(values) == 1 and isinstance(values[0], (tuple, list)):
+            values = list(values[0])
+        entries = [comment.values[0]] * len(values)
+    elif len(comment.values) != len(values):
+        if len(values) == 1 and isinstance(values[0], tuple) and len(values[0]) == len(comment.values):
+            values = list(values[0])
+        elif len(comment.values) == 1 and len(values) > 1:
+            return None
+        else:
+            raise Mismatch(f"the comment lists {len(comment.values)} shape(s) for {len(values)} value(s)")
+        entries = list(comment.values)
+    else:
+        entries = list(comment.values)
+    if not any(shape_of(v) is not None for v in values):
+        return None
+    return _match_values(entries, values, bindings)
 
 
 def describe(value: Any) -> str:
+    """A value's shape as a report shows it: ``(2, 4)``, ``(3,)``, ``a Python scalar``, and each
+    element of a tuple (``(4, 3), (4,)``)."""
+    if isinstance(value, tuple) and value and all(shape_of(v) is not None for v in value):
+        return "a tuple of " + ", ".join(describe(v) for v in value)
     actual = shape_of(value)
     if actual is None:
-        return type(value).__name__
+        return "None" if value is None else type(value).__name__
     kind, shape = actual
     if kind == "list":
         return f"list of length {shape}"

@@ -34,6 +34,18 @@ JOINERS = frozenset({
 CONTRACTIONS = frozenset({"matmul", "mm", "bmm", "einsum", "dot", "tensordot", "gather", "topk", "sort", "argsort"})
 REDUCTIONS = frozenset({"sum", "mean", "max", "amax", "argmax", "logsumexp", "std", "var", "norm"})
 MODULE_CONSTRUCTOR_HINTS = ("nn.", "torch.nn.")
+#: Conversions keep the shape of the value they convert (``np.asarray(X, dtype=np.float64)``).
+CONVERSIONS = frozenset({"asarray", "as_tensor", "asanyarray", "ascontiguousarray", "array", "tensor", "from_numpy"})
+#: Sized creators whose size arguments may hold a literal 0: the empty result of a degenerate case.
+SIZED_CREATORS = frozenset({"zeros", "ones", "empty", "full", "new_zeros", "new_ones", "new_empty", "new_full"})
+#: torch.nn modules that keep their input's shape (element-wise or normalising): calling one
+#: is a shape-preserving line, which needs no comment (canon-spec C4).
+SHAPE_PRESERVING_MODULES = frozenset({
+    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity", "ReLU", "ReLU6", "GELU", "SiLU",
+    "Mish", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "SELU", "CELU", "Softplus", "Softsign", "Hardtanh",
+    "Hardswish", "Hardsigmoid", "PReLU", "Softmax", "LogSoftmax", "LayerNorm", "RMSNorm", "BatchNorm1d",
+    "BatchNorm2d", "BatchNorm3d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "LocalResponseNorm",
+})
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,8 @@ def shape_lines(source: Source) -> list[ShapeLine]:
     submodules = _submodule_attrs(source.tree)
     found: dict[int, ShapeLine] = {}
     for stmt, value in statements_with_values(source.tree):
+        if isinstance(stmt, ast.Return) and _empty_creation(value):
+            continue  # an early `return torch.empty(0, ...)` of a degenerate case
         rule = _rule_for(value, submodules)
         if rule and stmt.lineno not in found:
             found[stmt.lineno] = ShapeLine(stmt.lineno, rule)
@@ -87,7 +101,13 @@ def _node_rule(node: ast.AST, submodules: set[str]) -> str | None:
     base = dotted(func.value) if isinstance(func, ast.Attribute) else None
     root = base.split(".", 1)[0] if base else None
     is_module_call = root in ARRAY_MODULES
-    if name in CREATORS and (is_module_call or name.endswith("_like")):
+    if name in CONVERSIONS and is_module_call and _converts_a_value(node):
+        return None
+    if name in SIZED_CREATORS and _empty_creation(node):
+        return None
+    if name.endswith("_like"):
+        return None  # the shape of its argument, by definition: a shape-preserving line
+    if name in CREATORS and is_module_call:
         return f"R1 creation ({base}.{name})" if base else f"R1 creation ({name})"
     if name in RNG_SAMPLERS and base is not None and ("rng" in base.lower() or "generator" in base.lower()):
         return f"R1 creation ({base}.{name})"
@@ -103,6 +123,26 @@ def _node_rule(node: ast.AST, submodules: set[str]) -> str | None:
         if name in submodules:
             return f"R4 module call (self.{name})"
     return None
+
+
+def _converts_a_value(call: ast.Call) -> bool:
+    """``np.asarray(x)``, ``torch.as_tensor(self.w, dtype=...)``: the conversion of an existing value
+    (a name, attribute or subscript), whose shape it keeps, not the creation of a new one from a
+    literal (``np.array([[0, 1], [1, 0]])``)."""
+    first = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in {"data", "a", "object",
+                                                                                              "obj", "ndarray"}), None)
+    return isinstance(first, (ast.Name, ast.Attribute, ast.Subscript))
+
+
+def _empty_creation(node: ast.expr) -> bool:
+    """A sized creation with a literal 0 among its sizes (``torch.empty(0, 4)``, ``np.zeros((0,))``,
+    ``x.new_zeros((0, 4))``): the empty result of a degenerate case, whose shape says nothing."""
+    if not (isinstance(node, ast.Call) and call_name(node) in SIZED_CREATORS):
+        return False
+    sizes: list[ast.expr] = []
+    for arg in [*node.args, *(k.value for k in node.keywords if k.arg in {"size", "shape"})]:
+        sizes.extend(arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg])
+    return any(isinstance(a, ast.Constant) and a.value == 0 and not isinstance(a.value, bool) for a in sizes)
 
 
 def _indexes_with_none(index: ast.expr) -> bool:
@@ -155,7 +195,7 @@ def _submodule_attrs(tree: ast.Module) -> set[str]:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             ctor = dotted(stmt.value.func) or ""
             is_module = ctor.startswith(MODULE_CONSTRUCTOR_HINTS) or ctor.split(".")[-1] in local_modules
-            if not is_module:
+            if not is_module or ctor.split(".")[-1] in SHAPE_PRESERVING_MODULES:
                 continue
             for target in targets:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
@@ -173,13 +213,24 @@ class CommentCheck:
 
 
 def check_source(source: Source, settings: Settings) -> CommentCheck:
-    """SHP001 for shape lines without a comment, SHP003 for malformed ones."""
+    """SHP001 for shape lines without a comment, SHP003 for malformed ones. The comment may sit on
+    any line of a multi-line statement (``shape_grammar.statement_comment``)."""
     findings: list[Finding] = []
     annotated: list[int] = []
     required = shape_lines(source)
+    ends = {stmt.lineno: stmt.end_lineno or stmt.lineno for stmt, _ in statements_with_values(source.tree)}
     for shape_line in required:
-        comment = source.comment(shape_line.line)
+        located = shape_grammar.statement_comment(source.comments, shape_line.line,
+                                                  ends.get(shape_line.line, shape_line.line))
+        comment = located[1] if located else None
         if comment is None or not shape_grammar.looks_like_shape(comment):
+            inner = _shape_inside(comment) if comment else None
+            if inner is not None:
+                findings.append(Finding(
+                    "SHP003", source.display, shape_line.line,
+                    f"comment `# {comment}` is not read as a shape comment: it must start with the shape",
+                    f"start it with the shape and put the rest after it: `# {inner}  ...`"))
+                continue
             findings.append(Finding(
                 "SHP001", source.display, shape_line.line,
                 f"missing shape comment: this line is a shape line ({shape_line.rule})",
@@ -195,6 +246,19 @@ def check_source(source: Source, settings: Settings) -> CommentCheck:
         annotated.append(shape_line.line)
     enabled = tuple(f for f in findings if settings.enabled(f.code))
     return CommentCheck(tuple(required), tuple(annotated), enabled)
+
+
+def _shape_inside(comment: str) -> str | None:
+    """The first shape found after a prefix (``world x (..., out/world)``), as text, or None."""
+    for index, ch in enumerate(comment):
+        if ch == "(" and index:
+            try:
+                parsed = shape_grammar.parse(comment[index:])
+            except shape_grammar.ShapeSyntaxError:
+                continue
+            if any(shape.dims for alts in parsed.values for shape in alts):
+                return str(parsed)
+    return None
 
 
 def evaluate(checks: Iterable[CommentCheck], runtime: Iterable[Finding], settings: Settings,

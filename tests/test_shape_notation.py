@@ -1,0 +1,139 @@
+"""The shape grammar reads every shape the canon shows a learner (issue 16, point 1).
+
+Harvested, not listed: every shape comment of ``canon_refs/`` (the references and, through
+``mlcanon hint --level 3``, the skeletons), every shape the references' docstrings write in backticks
+(the stubs keep those docstrings), the hand-written skeletons and the prose of ``hints.py``, and the
+shapes in ``docs/`` and ``README.md``. A new notation in any of them that the grammar cannot read
+fails here, naming the file.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from pytest_mlcanon.rubric import shape_grammar
+
+ROOT = Path(__file__).resolve().parents[1]
+_BALANCED = r"\((?:[^()]|\([^()]*\))*\)"
+#: A parenthesised list of items made of names, numbers, shape operators, `...` and labelled shapes;
+#: spans of prose, decimals, comparisons, indexing or nested bare tuples are not shapes.
+_ITEM = re.compile(r"\s*(?:\.\.\.|[\w{}'+*/^|\u00b2\s-]+(?:\([^()]*\))?(?:\s+or\s+None)?(?:\s+\w+)?)\s*")
+_WORDS = re.compile(r"[A-Za-z_]\w*\s+[A-Za-z_]\w*")
+
+
+def _items(span: str) -> list[str]:
+    inner, depth, items, current = span[1:-1], 0, [], ""
+    for ch in inner:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += ch
+    return [*items, current]
+
+
+def is_shape_notation(span: str) -> bool:
+    """Whether a backticked or parenthesised span of the docs is written as a shape."""
+    span = span.strip()
+    if span.startswith(("list[", "scalar")):
+        return True
+    if not re.fullmatch(_BALANCED, span) or "," not in span and span != "()":
+        return False
+    items = [i for i in _items(span) if i.strip()]
+    for item in items:
+        bare = re.sub(r"\([^()]*\)", "", item).strip()
+        labelled = "(" in item and re.match(r"\s*[A-Za-z_]\w*\s+\(", item)
+        if (not _ITEM.fullmatch(item) or bare.startswith("-") or re.search(r"\d\.\d|[\[\]<>=]", item)
+                or ("(" in item and "," in item and not labelled)
+                or (_WORDS.search(bare) and not labelled)):
+            return False
+    return True
+
+
+def _code_comments(path: Path) -> list[tuple[str, str]]:
+    text = path.read_text(encoding="utf-8")
+    return [(f"{path.relative_to(ROOT)}:{tok.start[0]}", tok.string[1:].strip())
+            for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+            if tok.type == tokenize.COMMENT and shape_grammar.looks_like_shape(tok.string[1:])]
+
+
+def _docstrings(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))]
+    return [doc for n in nodes if (doc := ast.get_docstring(n))]
+
+
+def _backticked(text: str) -> list[str]:
+    return [m.group(1) or m.group(2) for m in re.finditer(r"``([^`\n]+)``|`([^`\n]+)`", text)]
+
+
+def _strings(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def _leads_with_shape(comment: str) -> bool:
+    """A code comment of the docs that opens with a shape (not a prose remark in parentheses)."""
+    comment = comment.strip()
+    if comment.startswith(("list[", "scalar")):
+        return True
+    lead = re.match(_BALANCED, comment)
+    return lead is not None and is_shape_notation(lead.group()) and lead.group() != "(N)"
+
+
+def harvest() -> dict[str, str]:
+    """Shape text -> where it was first seen."""
+    found: dict[str, str] = {}
+    refs = sorted((ROOT / "canon_refs").rglob("*.py"))
+    for path in refs:
+        for where, comment in _code_comments(path):
+            found.setdefault(comment, where)
+        for doc in _docstrings(path):
+            for span in _backticked(doc):
+                if is_shape_notation(span):
+                    found.setdefault(span.strip(), f"{path.relative_to(ROOT)} (docstring)")
+    hints = ROOT / "pytest_mlcanon" / "catalog" / "hints.py"
+    for text in _strings(hints):
+        for line in text.splitlines():
+            _, sep, comment = line.partition("# ")
+            if sep and _leads_with_shape(comment):
+                found.setdefault(comment.strip(), "hints.py (skeleton)")
+        for match in re.finditer(rf"(?<![\w.\])]){_BALANCED}", text):
+            if is_shape_notation(match.group()):
+                found.setdefault(match.group(), "hints.py (prose)")
+    for path in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]:
+        text = path.read_text(encoding="utf-8")
+        for line in text.splitlines():
+            _, sep, comment = line.partition("  # ")
+            if sep and _leads_with_shape(comment):
+                found.setdefault(comment.strip(), f"{path.name} (code)")
+        for span in _backticked(text):
+            if is_shape_notation(span) and span.strip() != "(N)":  # rules.md's example of a malformed comment
+                found.setdefault(span.strip(), path.name)
+    return found
+
+
+HARVEST = harvest()
+
+
+def test_the_harvest_finds_the_notations_the_issue_names() -> None:
+    assert len(HARVEST) > 400
+    for notation in ("(d_l, d_{l+1})", "(T, d_h/2)", "(n/world,)", "(B, 1|H, T_q, T_k)", "(..., out/world)"):
+        assert notation in HARVEST, notation
+    assert not is_shape_notation("(Karpathy 2020)") and not is_shape_notation("(x2 - x1) * (y2 - y1)")
+    assert not is_shape_notation("(-0.1, 0, 0.1)") and not is_shape_notation("(feature, threshold, impurity decrease)")
+
+
+@pytest.mark.parametrize("shape", sorted(HARVEST))
+def test_every_shape_the_canon_shows_is_read_by_the_grammar(shape: str) -> None:
+    try:
+        shape_grammar.parse(shape)
+    except shape_grammar.ShapeSyntaxError as exc:
+        pytest.fail(f"{HARVEST[shape]}: {exc}")
