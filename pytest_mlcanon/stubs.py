@@ -30,6 +30,14 @@ from pytest_mlcanon import catalog
 from pytest_mlcanon.redirect import reference_dir
 
 STUB_MESSAGE = "not implemented yet"
+#: Comments under the stub's docstring say what the rubric reads, so no axis asks for anything the
+#: stub does not announce. Comments, not docstring text: an untouched stub must not pass Explanation.
+STUB_RUBRIC_NOTE = (
+    "# What the rubric reads: in the docstring above, your plan (what the module computes and its subtle",
+    "# point, the shapes, a trade-off: why this way rather than another, and what you would test); a",
+    "# docstring on every public function; a shape comment at the end of every line that creates,",
+    "# reshapes, contracts or reduces a tensor: `scores = q @ k.transpose(-2, -1)  # (B, H, T_q, T_k)`.",
+)
 _SHAPE_COMMENT = re.compile(r"#\s*(\(|list\[|scalar\b)")
 _MAX_TITLE_WORDS = 12
 _AUG_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
@@ -138,7 +146,7 @@ def stub_source(module: str) -> str:
     referenced = _names_used(p for n in kept for p in _signature_parts(n))
     kept = [n for n in body if _keep_top_level(n, defined, referenced)]
     title = _title(ast.get_docstring(src.tree) or module)
-    out = [f'"""{title}', "", f"TODO: your plan ({STUB_MESSAGE}).", '"""', ""]
+    out = [f'"""{title}', "", f"TODO: your plan ({STUB_MESSAGE}).", '"""', *STUB_RUBRIC_NOTE, ""]
     previous: ast.stmt | None = None
     for node in kept:
         if _is_docstring(node) and node is body[0]:

@@ -151,8 +151,10 @@ class Thing:
 ''')
     assert {"EXP001", "EXP002"} <= {f.code for f in findings}
     assert [f.line for f in findings if f.code == "EXP002"] == [2, 8]
-    short = _lint(tmp_path, '"""Too short."""\n\ndef f(x):\n    """It."""\n    return x\n')
+    short = _lint(tmp_path, '"""Too short."""\n\ndef f(x):\n    """It."""\n    return x.sum(-1)  # (B,)\n')
     assert _codes(short) == ["EXP003", "EXP004", "EXP005", "EXP006"]
+    no_tensor = _lint(tmp_path, '"""Too short."""\n\ndef f(x):\n    """It."""\n    return x\n')
+    assert _codes(no_tensor) == ["EXP003", "EXP005", "EXP006"]  # no tensor line: no shape to state
 
 
 def test_ignore_turns_off_codes_and_prefixes(tmp_path: Path) -> None:

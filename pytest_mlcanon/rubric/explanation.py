@@ -4,7 +4,9 @@ Codes: ``EXP001`` no module docstring, ``EXP002`` public function or class witho
 ``EXP003`` module docstring too short to state a plan, ``EXP004`` no shapes stated in any docstring,
 ``EXP005`` no trade-off or reason stated, ``EXP006`` nothing said about what to test.
 
-Docstrings are prose, so the checks on their content are word and pattern checks on prose.
+Docstrings are prose, so the checks on their content are word and pattern checks on prose; a shape
+in prose is read with the shape grammar. A file that creates, reshapes, contracts or reduces no tensor
+(a scalar autograd engine) has no shape to state, and EXP004 does not apply to it.
 """
 
 from __future__ import annotations
@@ -13,16 +15,51 @@ import ast
 import re
 from collections.abc import Iterable
 
+from pytest_mlcanon.rubric import shape_grammar, shapes
 from pytest_mlcanon.rubric.model import AxisResult, Finding
 from pytest_mlcanon.rubric.source import Source, walk
 from pytest_mlcanon.settings import Settings
 
-# A parenthesised list of dims with a comma, not directly after a name: `(B, T, d)`, `(N,)`, not
-# `sigmoid(z)` or `(RetinaNet)`.
-SHAPE_IN_PROSE = re.compile(r"(?<![\w.\])])\(\s*(?:[A-Za-z_][\w]*|\d+|\.\.\.)\s*(?:,\s*(?:[A-Za-z_][\w*+\-/ ]*|\d+|\.\.\.)\s*)*,\s*(?:[A-Za-z_][\w*+\-/ ]*|\d+|\.\.\.)?\s*\)")
+# A parenthesised group not directly after a name (``sigmoid(z)`` is a call): read with the shape
+# grammar, so `(B*T, V)`, `(n/world,)` and `(d_l, d_{l+1})` are shapes, and `(RetinaNet)` is not.
+_PAREN_GROUP = re.compile(r"(?<![\w.\])}])\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
+# Shapes stated in words: a scalar, a shared or arbitrary shape, an N-D array, "Shapes: none".
+SHAPE_WORDS = re.compile(
+    r"\bscalars?\b|\b(?:same|any|arbitrary|matching|identical|its|their|input|one|broadcastable)\s+shapes?\b"
+    r"|\bshaped?\s+(?:like|as|of)\b|\bshapes?\s*(?::|=|-)\s*none\b|\bno\s+(?:tensor\s+)?shapes?\b"
+    r"|\b[1-9]-?D\b|\blist\[\w+\]", re.IGNORECASE)
+_YEAR = range(1800, 2101)
 TRADE_OFF_WORDS = ("because", "instead of", "rather than", "trade-off", "tradeoff", "trade off", "why",
-                   "so that", "otherwise", "at the cost of", "cheaper", "costs")
-TEST_PLAN = re.compile(r"\b(?:tests?|tested|testing|checks?|checked|checking|verify|verifies|verified|asserts?)\b")
+                   "so that", "otherwise", "at the cost of", "cheaper", "costs", "instead", "since", "avoids",
+                   "to avoid", "saves", "faster", "slower", "at the price")
+# "... clamped at eps so empty boxes give 0": a purpose clause is a reason too ("so far" is not).
+_SO_REASON = re.compile(r"\bso\s+(?!far\b|on\b|much\b|many\b|long\b|called\b|large\b|small\b|few\b)[a-z]")
+TEST_PLAN = re.compile(r"\b(?:tests?|tested|testing|checks?|checked|checking|verify|verifies|verified|asserts?"
+                       r"|sanity|edge[- ]cases?|finite[- ]differences?|gradcheck|invariants?|compared?\s+(?:with|to|against))\b")
+
+
+def states_a_shape(prose: str) -> bool:
+    """Whether docstring prose states a shape: a group the shape grammar reads (not a citation such as
+    ``(Karpathy, 2020)``), or a shape in words (``scalar``, ``same shape as``, ``2-D``, ``Shapes: none``)."""
+    if SHAPE_WORDS.search(prose):
+        return True
+    for match in _PAREN_GROUP.finditer(prose):
+        try:
+            parsed = shape_grammar.parse(match.group())
+        except shape_grammar.ShapeSyntaxError:
+            continue
+        if not _citation(parsed):
+            return True
+    return False
+
+
+def _citation(comment: shape_grammar.ShapeComment) -> bool:
+    """``(Karpathy, 2020)``, ``(Vaswani, 2017)``: an author's name and a year, not a shape."""
+    dims = [d for shape in shape_grammar.shapes_of(comment) for d in shape.dims]
+    texts = [d.text for d in dims]
+    years = [t for t in texts if t.isdigit() and int(t) in _YEAR]
+    names = [t for t in texts if t[:1].isupper() and t[1:].isalpha() and len(t) > 2]
+    return bool(years) and bool(names)
 
 
 def _documented(node: ast.AST) -> bool:
@@ -64,9 +101,10 @@ def findings_for(source: Source, settings: Settings) -> list[Finding]:
                                "state its shapes, dtypes and the errors it raises"))
     prose = "\n".join(_all_docstrings(source.tree))
     lowered = prose.lower()
-    if prose and not SHAPE_IN_PROSE.search(prose):
-        out.append(Finding("EXP004", where, 1, "no docstring states a shape", "write shapes such as (B, T, d) in the docstrings"))
-    if prose and not any(word in lowered for word in TRADE_OFF_WORDS):
+    if prose and shapes.shape_lines(source) and not states_a_shape(prose):
+        out.append(Finding("EXP004", where, 1, "no docstring states a shape",
+                           "write the shapes in a docstring, such as (B, T, d) -> (B, T, V), or `scalar`"))
+    if prose and not (any(word in lowered for word in TRADE_OFF_WORDS) or _SO_REASON.search(lowered)):
         out.append(Finding("EXP005", where, 1, "no trade-off or reason is stated",
                            "say why a choice was made (`because ...`, `instead of ...`)"))
     if prose and not TEST_PLAN.search(lowered):

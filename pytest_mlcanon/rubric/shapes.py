@@ -126,12 +126,13 @@ def _node_rule(node: ast.AST, submodules: set[str]) -> str | None:
 
 
 def _converts_a_value(call: ast.Call) -> bool:
-    """``np.asarray(x)``, ``torch.as_tensor(self.w, dtype=...)``: the conversion of an existing value
-    (a name, attribute or subscript), whose shape it keeps, not the creation of a new one from a
-    literal (``np.array([[0, 1], [1, 0]])``)."""
+    """``np.asarray(x)``, ``torch.as_tensor(f(x), dtype=...)``: the conversion of an existing value,
+    whose shape it keeps, not the creation of a new one from a literal or a comprehension
+    (``np.array([[0, 1], [1, 0]])``, ``torch.tensor(0.0)``)."""
     first = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in {"data", "a", "object",
                                                                                               "obj", "ndarray"}), None)
-    return isinstance(first, (ast.Name, ast.Attribute, ast.Subscript))
+    literal = (ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.Constant, ast.UnaryOp)
+    return first is not None and not isinstance(first, literal)
 
 
 def _empty_creation(node: ast.expr) -> bool:
