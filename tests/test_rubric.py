@@ -379,3 +379,119 @@ def test_a_finding_without_a_place_renders_from_its_code() -> None:
 
     assert Finding("INT106", "", 0, "tampered with torch.allclose").render() == "INT106 tampered with torch.allclose"
     assert Finding("COR001", "dpo.py", 3, "failed", "see the test").render() == "dpo.py:3: COR001 failed (fix: see the test)"
+
+
+def _numerics(tmp_path: Path, code: str, module: str = "transformer/attention") -> list[tuple[str, int]]:
+    return [(f.code, f.line) for f in _lint(tmp_path, DOC + code, module=module) if f.code.startswith("NUM")]
+
+
+def test_num001_follows_exp_then_divide_across_statements(tmp_path: Path) -> None:
+    naive = '''
+import numpy as np
+import torch
+
+def torch_two_lines(x):
+    e = torch.exp(x)
+    return e / e.sum(-1, keepdim=True)
+
+def numpy_named_sum(x):
+    e = np.exp(x)
+    z = e.sum(axis=1)[:, None]
+    return e / z
+
+def in_place(x):
+    e = x.exp()
+    e /= e.sum(dim=-1, keepdim=True)
+    return e
+'''
+    assert _numerics(tmp_path, naive) == [("NUM001", 8), ("NUM001", 12), ("NUM001", 17)]
+    stable = '''
+import numpy as np
+import torch
+
+def held_in_a_variable(x):
+    m = x.max(dim=-1, keepdim=True).values
+    z = x - m
+    e = torch.exp(z)
+    return e / e.sum(-1, keepdim=True)
+
+def numpy_in_place(x):
+    x = x.copy()
+    x -= np.max(x, axis=1, keepdims=True)
+    e = np.exp(x)
+    return e / np.sum(e, axis=1, keepdims=True)
+
+def unrelated_exp(x, t):
+    decay = np.exp(-t)
+    p = np.exp(x - x.max())
+    return decay * p / p.sum()
+'''
+    assert _numerics(tmp_path, stable) == []
+
+
+def test_num002_fires_only_where_minus_inf_reaches_a_softmax(tmp_path: Path) -> None:
+    harmful = '''
+import torch
+
+def attention(scores, allow):
+    scores = scores.masked_fill(~allow, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+def mask_to_bias(allow):
+    bias = torch.zeros(allow.shape)  # (B, T)
+    bias[~allow] = float("-inf")
+    return bias
+'''
+    assert _numerics(tmp_path, harmful, module="transformer/masks") == [("NUM002", 7), ("NUM002", 12)]
+    sentinel = '''
+import numpy as np
+
+def best_split(gain, valid):
+    gain = np.where(valid, gain, -np.inf)
+    best = gain.max()
+    k = int(np.argmax(gain))
+    return k, float(gain[k])
+
+def greedy(q, legal):
+    q = q.copy()
+    q[~legal] = -np.inf
+    return int(q.argmax())
+'''
+    assert _numerics(tmp_path, sentinel, module="classical/decision_tree") == []
+    asked = '''
+import torch
+
+def top_k_filter(logits, k):
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (B, 1)
+    filtered = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.softmax(filtered, dim=-1)
+'''
+    assert _numerics(tmp_path, asked, module="transformer/generation") == []  # the contract asks for -inf
+    assert _numerics(tmp_path, asked, module="transformer/attention") == [("NUM002", 8)]
+
+
+def test_num003_spares_the_advantage_normalisation_the_contract_asks_for(tmp_path: Path) -> None:
+    code = '''
+def normalise(adv):
+    centred = adv - adv.mean()
+    return centred / (centred.pow(2).mean().sqrt() + 1e-8)
+'''
+    assert _numerics(tmp_path, code, module="rl/ppo") == []
+    assert _numerics(tmp_path, code, module="nn/normalization_torch") == [("NUM003", 6)]
+
+
+def test_num100_fix_names_the_probe_condition() -> None:
+    probe = Outcome("canon_tests/test_rl_ppo.py::test_approx_kl_is_accurate_for_tiny_log_ratios[float32]", "failed",
+                    probe=True, message="assert 0.0 >= 4.9e-09", where=("practice/rl/ppo.py", 40))
+    (finding,) = rubric.numerics.evaluate([], [probe], Settings()).findings
+    assert finding.hint == "make it hold: approx kl is accurate for tiny log ratios (float32)"
+    assert "see the test" not in finding.hint
+
+
+def test_miss_log_names_a_half_precision_overflow_as_half_precision() -> None:
+    from pytest_mlcanon import misslog
+
+    fp16 = misslog.miss_for_test("canon_tests/test_transformer_attention.py::test_float16_extreme_logits_do_not_overflow")
+    assert fp16.startswith("half precision") and "subtract the max" not in fp16
+    extreme = misslog.miss_for_test("canon_tests/test_nn_mlp.py::test_extreme_logits_stay_finite")
+    assert extreme.startswith("overflow or underflow on extreme inputs") and "subtract the max" not in extreme
