@@ -495,3 +495,30 @@ def test_miss_log_names_a_half_precision_overflow_as_half_precision() -> None:
     assert fp16.startswith("half precision") and "subtract the max" not in fp16
     extreme = misslog.miss_for_test("canon_tests/test_nn_mlp.py::test_extreme_logits_stay_finite")
     assert extreme.startswith("overflow or underflow on extreme inputs") and "subtract the max" not in extreme
+
+
+def test_api003_does_not_take_the_length_of_a_list_for_a_tensor_dimension(tmp_path: Path) -> None:
+    code = '''
+import numpy as np
+
+class Graph:
+    """Layers of adjacency lists, (n, d) vectors."""
+
+    def __init__(self):
+        self.layers = []
+
+    def insert(self, X, params: list):
+        for row in range(X.shape[0]):
+            for lc in range(len(self.layers)):
+                self.layers[lc][row] = []
+        for i in range(len(params)):
+            for j in range(len(params)):
+                pass
+
+    def pairwise(self, a, b):
+        for i in range(len(a)):
+            for j in range(len(b)):
+                pass
+'''
+    api = [(f.code, f.line) for f in _lint(tmp_path, DOC + code, module="retrieval/hnsw") if f.code.startswith("API")]
+    assert api == [("API003", 21)]

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pytest_mlcanon.catalog import Item
 from pytest_mlcanon.rubric import shape_grammar
 from pytest_mlcanon.rubric.model import AxisResult, Finding
-from pytest_mlcanon.rubric.source import Source, call_name, functions, resolve, walk
+from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions, resolve, walk
 from pytest_mlcanon.settings import Settings
 
 DEPRECATED = {
@@ -73,25 +73,55 @@ def _transposed(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and call_name(node) in TRANSPOSERS
 
 
-def _size_expr(node: ast.AST) -> bool:
-    """``len(x)``, ``x.size(0)``, ``x.numel()`` or ``x.shape[...]`` anywhere in ``node``."""
-    return any((isinstance(sub, ast.Call) and call_name(sub) in _SIZE_CALLS)
-               or (isinstance(sub, ast.Attribute) and sub.attr == "shape") for sub in ast.walk(node))
+def _size_expr(node: ast.AST, lists: frozenset[str] = frozenset()) -> bool:
+    """``len(x)``, ``x.size(0)``, ``x.numel()`` or ``x.shape[...]`` anywhere in ``node``; ``len`` of a
+    Python list (``lists``: ``len(self.layers)``, ``len(params)``) counts no tensor dimension."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and sub.attr == "shape":
+            return True
+        if isinstance(sub, ast.Call) and call_name(sub) in _SIZE_CALLS:
+            if call_name(sub) == "len" and sub.args and (dotted(sub.args[0]) or "") in lists:
+                continue
+            return True
+    return False
 
 
-def _size_names(fn: ast.AST) -> set[str]:
+def list_names(tree: ast.AST) -> frozenset[str]:
+    """Names and attributes (``self.layers``) that hold Python lists: assigned a list display, a
+    comprehension or ``list(...)``, appended to, or parameters annotated ``list``/``Sequence``/``tuple``."""
+    found: set[str] = set()
+    for node in walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            value = node.value
+            if isinstance(value, (ast.List, ast.ListComp, ast.Tuple)) or (
+                    isinstance(value, ast.Call) and call_name(value) in {"list", "tuple", "sorted"}):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                found |= {name for t in targets if (name := dotted(t))}
+        elif isinstance(node, ast.Call) and call_name(node) in {"append", "extend", "insert"}:
+            receiver = dotted(node.func.value) if isinstance(node.func, ast.Attribute) else None
+            if receiver:
+                found.add(receiver)
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            annotation = ast.unparse(node.annotation)
+            if re.match(r"(?:typing\.)?(?:list|List|Sequence|Iterable|tuple|Tuple)\b", annotation):
+                found.add(node.arg)
+    return frozenset(found)
+
+
+def _size_names(fn: ast.AST, lists: frozenset[str] = frozenset()) -> set[str]:
     """Names bound to tensor sizes in ``fn``: ``n = len(x)``, ``B, T = x.shape``, ``H = x.size(1)``."""
     names: set[str] = set()
     for node in walk(fn):
-        if isinstance(node, ast.Assign) and _size_expr(node.value):
+        if isinstance(node, ast.Assign) and _size_expr(node.value, lists):
             for target in node.targets:
                 names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
     return names
 
 
-def _element_loop(node: ast.AST, sizes: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+def _element_loop(node: ast.AST, sizes: set[str] = frozenset(),  # type: ignore[assignment]
+                  lists: frozenset[str] = frozenset()) -> bool:
     """``for i in range(len(x))`` / ``range(x.shape[0])`` / ``range(B)`` with ``B, T = x.shape``,
-    also under ``reversed(...)``."""
+    also under ``reversed(...)``; not a loop over a Python list's length (``lists``)."""
     if not isinstance(node, ast.For) or not isinstance(node.iter, ast.Call):
         return False
     loop = node.iter
@@ -99,7 +129,7 @@ def _element_loop(node: ast.AST, sizes: set[str] = frozenset()) -> bool:  # type
         loop = loop.args[0]
     if call_name(loop) != "range":
         return False
-    return any(_size_expr(arg) or any(isinstance(n, ast.Name) and n.id in sizes for n in ast.walk(arg))
+    return any(_size_expr(arg, lists) or any(isinstance(n, ast.Name) and n.id in sizes for n in ast.walk(arg))
                for arg in loop.args)
 
 
@@ -111,9 +141,10 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
     """Every static API finding in one file (forbidden shortcuts need the item)."""
     out: list[Finding] = []
     where = source.display
+    lists = list_names(source.tree)
     for fn in functions(source.tree):
         ranks = _ranks_by_name(fn, source)
-        sizes = _size_names(fn)
+        sizes = _size_names(fn, lists)
         for node in walk(fn):
             if isinstance(node, ast.Attribute) and node.attr == "T" and isinstance(node.value, ast.Name):
                 rank = _rank_before(ranks, node.value.id, node.lineno)
@@ -136,9 +167,9 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
                     out.append(Finding("API002", where, node.lineno, ".view on a transposed (non-contiguous) "
                                        "tensor raises at run time or needs a silent copy elsewhere",
                                        "use .reshape(...), or .contiguous().view(...)"))
-            if _element_loop(node, sizes):
+            if _element_loop(node, sizes, lists):
                 assert isinstance(node, ast.For)
-                inner = [n for n in ast.walk(node) if n is not node and _element_loop(n, sizes)]
+                inner = [n for n in ast.walk(node) if n is not node and _element_loop(n, sizes, lists)]
                 if inner:
                     out.append(Finding("API003", where, node.lineno, "Python double loop over tensor elements "
                                        "where the item expects vectorised code",
