@@ -522,3 +522,21 @@ class Graph:
 '''
     api = [(f.code, f.line) for f in _lint(tmp_path, DOC + code, module="retrieval/hnsw") if f.code.startswith("API")]
     assert api == [("API003", 21)]
+
+
+def test_a_signature_problem_is_one_correctness_finding_not_a_numerics_failure(tmp_path: Path) -> None:
+    item = catalog.get("rl/ppo")
+    path = tmp_path / "rl/ppo.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(DOC)
+    at_call = ("canon_tests/test_rl_ppo.py", 40)
+    message = "TypeError: ppo_loss() got an unexpected keyword argument 'value_clip'"
+    outcomes = [Outcome("t::a", "passed"),
+                Outcome("t::b", "failed", message=message, where=at_call),
+                Outcome("t::probe", "failed", probe=True, message=message, where=at_call),
+                Outcome("t::inside", "failed", message="TypeError: f() takes 1 positional argument but 2 were given",
+                        where=("rl/ppo.py", 12))]
+    axes = rubric.score_item(rubric.Evidence(item, [path], [], outcomes, tmp_path), Settings())
+    assert axes["numerics"].passed and not axes["correctness"].passed
+    codes = [(f.code, f.message.split(":")[0]) for f in axes["correctness"].findings]
+    assert codes == [("COR001", "inside failed"), ("COR002", "`ppo_loss` cannot be called as the API calls it (2 tests)")]

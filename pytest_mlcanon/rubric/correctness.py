@@ -1,19 +1,40 @@
 """Correctness axis: every reference test of the item passed (numerics probes count toward Numerics).
 
 Codes: ``COR001`` a reference test failed, ``COR002`` a public name of the reference is missing from
-the learner's module, ``COR003`` the item ran no test.
+the learner's module or cannot be called with the API's signature (a TypeError at a test's call, probes
+included, reported once per function and not again as a failure or a Numerics probe), ``COR003`` the
+item ran no test.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from dataclasses import replace
+from pathlib import PurePath
 
 from pytest_mlcanon.rubric.model import AxisResult, Finding, Outcome
 from pytest_mlcanon.rubric.source import Source
 
 FAILING = frozenset({"failed", "error"})
+#: The interpreter's own words for a call that does not fit a function's signature (raised at the call,
+#: before the function runs): these are the Python messages, not ours.
+_SIGNATURE = re.compile(r"TypeError: (?P<function>[\w.<>]+)\(\) (?:got an unexpected keyword argument|missing \d+ "
+                        r"required (?:positional|keyword-only) arguments?|takes (?:from \d+ to )?\d+ positional "
+                        r"arguments? but \d+ (?:was|were) given|got multiple values for argument|takes no arguments)")
+
+
+def signature_problem(outcome: Outcome) -> str | None:
+    """The function a failed test could not call (a missing keyword, a wrong number of arguments),
+    or None. Only a TypeError raised at the test's own call counts: one raised deeper, inside the
+    learner's code, is an ordinary failure."""
+    if outcome.outcome not in FAILING:
+        return None
+    match = _SIGNATURE.match(outcome.message)
+    if match is None or outcome.where is None or not PurePath(outcome.where[0]).name.startswith("test_"):
+        return None
+    return match.group("function")
 
 
 def public_names(source: Source) -> set[str]:
@@ -48,13 +69,34 @@ def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *,
     missing = list(missing)
     advice = [o for o in outcomes if o.contract and not o.probe and not contract_required]
     tests = [o for o in outcomes if not o.probe and o not in advice]
-    findings = [_failed(o) for o in tests if o.outcome in FAILING]
-    findings += missing
+    signatures = _signature_findings([o for o in outcomes if o not in advice])
+    called = {o.nodeid for o in outcomes if signature_problem(o)}
+    findings = [_failed(o) for o in tests if o.outcome in FAILING and o.nodeid not in called]
+    findings += missing + signatures
     ran = [o for o in tests if o.outcome != "skipped"]
     if not ran:
         findings.append(_nothing_ran([o for o in outcomes if o.probe and o.outcome != "skipped"]))
-    failed = any(o.outcome in FAILING for o in tests)
+    failed = any(o.outcome in FAILING for o in tests) or bool(signatures)
     return AxisResult(bool(ran) and not failed and not missing, tuple(findings), _contract_notes(advice))
+
+
+def _signature_findings(outcomes: list[Outcome]) -> list[Finding]:
+    """One COR002 per function that tests (numerics probes included) could not call."""
+    calls: dict[str, list[Outcome]] = {}
+    for outcome in outcomes:
+        function = signature_problem(outcome)
+        if function:
+            calls.setdefault(function, []).append(outcome)
+    findings = []
+    for function, failed in calls.items():
+        first = failed[0]
+        error = first.message.partition("TypeError: ")[2]
+        count = f"{len(failed)} tests" if len(failed) > 1 else "1 test"
+        findings.append(Finding("COR002", first.where[0] if first.where else "", first.where[1] if first.where else 0,
+                                f"`{function}` cannot be called as the API calls it ({count}): {error}",
+                                f"give `{function}` the API's signature: the parameters, keywords and defaults "
+                                "its stub declares"))
+    return findings
 
 
 def _contract_notes(advice: list[Outcome]) -> tuple[str, ...]:

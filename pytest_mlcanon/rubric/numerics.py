@@ -11,6 +11,7 @@ import ast
 from collections.abc import Callable, Iterable
 from typing import TypeGuard
 
+from pytest_mlcanon.rubric import correctness
 from pytest_mlcanon.rubric.model import AxisResult, Finding, Outcome
 from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions, walk
 from pytest_mlcanon.settings import Settings
@@ -300,7 +301,7 @@ def _condition(test_name: str) -> str:
 def evaluate(sources: Iterable[Source], outcomes: Iterable[Outcome], settings: Settings) -> AxisResult:
     """Passes when no enabled static rule fires and every numerics probe passed."""
     findings = [f for s in sources for f in static_findings(s) if settings.enabled(f.code)]
-    probes = [o for o in outcomes if o.probe]
+    probes = [o for o in outcomes if o.probe and not correctness.signature_problem(o)]  # under Correctness
     for probe in probes:
         if probe.outcome in {"failed", "error"} and settings.enabled("NUM100"):
             findings.append(_probe_finding(probe))

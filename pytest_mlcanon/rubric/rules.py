@@ -27,7 +27,9 @@ RULES: tuple[Rule, ...] = (
     Rule("COR001", "correctness", "a reference test of the item failed or errored",
          "the interview's first question is whether it works, edge cases included",
          "return margin  # computed as rejected - chosen", "return margin  # chosen - rejected, as the spec"),
-    Rule("COR002", "correctness", "a public name of the item's API is missing from your module",
+    Rule("COR002", "correctness", "a public name of the item's API is missing from your module, or a test cannot call "
+         "it with the API's signature (a TypeError at the call: a missing keyword, a wrong number of arguments), "
+         "reported once per function, probes included",
          "the caller (and the items built on yours) expect the spec's names and signatures",
          "def dpo(pc, pr, rc, rr): ...", "def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1): ..."),
     Rule("COR003", "correctness", "no reference test of the item ran (all deselected or skipped)",
