@@ -540,3 +540,44 @@ def test_a_signature_problem_is_one_correctness_finding_not_a_numerics_failure(t
     assert axes["numerics"].passed and not axes["correctness"].passed
     codes = [(f.code, f.message.split(":")[0]) for f in axes["correctness"].findings]
     assert codes == [("COR001", "inside failed"), ("COR002", "`ppo_loss` cannot be called as the API calls it (2 tests)")]
+
+
+def test_shape_lines_are_the_lines_that_make_a_shape(tmp_path: Path) -> None:
+    findings = _lint(tmp_path, DOC + '''
+import numpy as np
+import torch
+from torch import nn
+
+class Block(nn.Module):
+    """(B, T, d) -> (B, T, d)"""
+
+    def __init__(self, d):
+        super().__init__()
+        self.drop = nn.Dropout(0.1)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        h = self.drop(x)
+        return self.proj(h)  # (B, T, d)
+
+def f(X, boxes, D, labels):
+    """(n, d) -> (n,)"""
+    X = np.asarray(X, dtype=np.float64)
+    t = torch.as_tensor(boxes, dtype=torch.float32)
+    if X.shape[0] == 0:
+        return torch.empty(0, dtype=torch.long)
+    v = np.zeros_like(X)
+    picked = D[np.arange(D.shape[0]), labels]
+    stacked = np.concatenate(
+        [X, X],
+        axis=1,
+    )  # (n, 2*d)
+    lo, hi, mid = X.min(axis=None), X.max(axis=None), X.mean(axis=None)  # scalar, scalar, scalar
+    s = X.sum(axis=1)  # (n,); row sums
+    m = X.mean(axis=0)  # world x (d,)
+    return np.array([[0, 1], [1, 0]])
+''')
+    shp = [(f.code, f.line) for f in findings if f.code.startswith("SHP")]
+    assert shp == [("SHP003", 34), ("SHP001", 35)]
+    (malformed,) = [f for f in findings if f.code == "SHP003"]
+    assert "`# (d,)  ...`" in malformed.hint

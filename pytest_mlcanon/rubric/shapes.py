@@ -74,16 +74,21 @@ SCALAR_CASTS = frozenset({"int", "float", "bool", "len", "round", "str", "item",
 
 def _rule_for(value: ast.expr, submodules: set[str]) -> str | None:
     """The first R1-R4 rule matched inside ``value``; subtrees cast to Python scalars
-    (``int(...)``, ``float(...)``, ``.item()``) bind no tensor and are skipped."""
-    stack: list[ast.AST] = [value]
+    (``int(...)``, ``float(...)``, ``.item()``) bind no tensor and are skipped, and an array created
+    only to index another (``D[np.arange(n), labels]``) is an index, not the value bound."""
+    stack: list[tuple[ast.AST, bool]] = [(value, False)]
     while stack:
-        node = stack.pop()
+        node, in_index = stack.pop()
         if isinstance(node, ast.Lambda) or (isinstance(node, ast.Call) and call_name(node) in SCALAR_CASTS):
             continue
         rule = _node_rule(node, submodules)
-        if rule:
+        if rule and not (in_index and rule.startswith("R1")):
             return rule
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        if isinstance(node, ast.Subscript):
+            stack.append((node.slice, True))
+            stack.append((node.value, in_index))
+            continue
+        stack.extend((child, in_index) for child in reversed(list(ast.iter_child_nodes(node))))
     return None
 
 
