@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_mlcanon import catalog
-from pytest_mlcanon.redirect import REF_PACKAGE, reference_dir
+from pytest_mlcanon.redirect import REF_PACKAGE, reference_dir, untouched_stub
 
 ENV_VAR = "MLCANON_IMPL"
 PREFERRED = ("practice", "src/mlbook", "mlbook")
@@ -45,6 +45,14 @@ class Impl:
         """The item's modules this directory does not provide."""
         return tuple(m for m in item.modules if self.file_for(m) is None)
 
+    def unwritten(self, module: str) -> str | None:
+        """Why ``<area>/<module>`` comes from the reference (``"missing"``, ``"still a stub"``), or None
+        when the learner's file is written."""
+        path = self.file_for(module)
+        if path is None:
+            return "missing"
+        return "still a stub" if untouched_stub(path) else None
+
     def files(self, item: catalog.Item) -> tuple[Path, ...]:
         """The item's files present here, in catalog order."""
         return tuple(p for m in item.modules if (p := self.file_for(m)) is not None)
@@ -54,6 +62,35 @@ class Impl:
         if self.is_reference:
             return f"reference implementations ({self.path})"
         return f"{self.path} ({how.get(self.source, self.source)})"
+
+
+def with_module_mates(items: tuple[catalog.Item, ...], impl: Impl) -> tuple[tuple[catalog.Item, ...], list[str]]:
+    """The selection widened to every item living in a module the learner wrote for a selected item
+    (``--canon-item=transformer/multihead`` also checks #28's cross-attention in the same file), and a
+    note per item added or left out. A mate whose own functions and classes are still stubs is left
+    out and named, with the command that checks it."""
+    from pytest_mlcanon import stubs
+    from pytest_mlcanon.catalog.hints import SKELETON_NAMES
+
+    chosen = {item.number: item for item in items}
+    notes: list[str] = []
+    for item in items:
+        for mate in catalog.module_mates(item):
+            if mate.number in chosen:
+                continue
+            shared = [m for m in mate.modules if m in item.modules]
+            files = [p for m in shared if (p := impl.file_for(m)) is not None and not untouched_stub(p)]
+            if not files:
+                continue
+            where = ", ".join(f"{m}.py" for m in shared)
+            own = SKELETON_NAMES.get(mate.number, ())
+            if own and all(stubs.names_unwritten(p, own) for p in files):
+                notes.append(f"{mate.label} also lives in {where} and is not written yet ({', '.join(own)}); "
+                             f"check it with --canon-item={mate.slug} once it is")
+                continue
+            chosen[mate.number] = mate
+            notes.append(f"also checked {mate.label}: it lives in {where} with {item.label}")
+    return tuple(chosen[n] for n in sorted(chosen)), notes
 
 
 def resolve(option: str | None, cwd: Path, environ: os._Environ[str] | dict[str, str] = os.environ) -> Impl:

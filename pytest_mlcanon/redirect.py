@@ -2,8 +2,10 @@
 
 A meta-path finder placed first on ``sys.meta_path``:
 
-* ``canon_refs.<area>.<module>``: the learner's ``<impl>/<area>/<module>.py`` if present, else the
-  normal import of the reference (the finder declines and the next finder takes over).
+* ``canon_refs.<area>.<module>``: the learner's ``<impl>/<area>/<module>.py`` if present and written,
+  else the normal import of the reference (the finder declines and the next finder takes over). A
+  file still exactly as ``mlcanon stubs`` wrote it (every function raises NotImplementedError) is not
+  written: the items that build on it get the reference, as if the file were missing.
 * ``mlbook``, ``mlbook.<area>``: empty alias packages; ``mlbook.<area>.<module>``: the very same
   module object as ``canon_refs.<area>.<module>``, so classes compare equal whichever name a
   learner imported them by.
@@ -13,6 +15,7 @@ Support modules that are not canon items (``canon_refs/rl/envs.py``) are never r
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -32,6 +35,23 @@ def reference_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the canon_refs package is not installed next to pytest_mlcanon")
     return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
+def untouched_stub(path: Path) -> bool:
+    """True for a file whose every function still only raises NotImplementedError (``stubs.unimplemented``),
+    remembered per (path, size, modification time)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return False
+    return _untouched_stub(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=512)
+def _untouched_stub(path: str, size: int, mtime_ns: int) -> bool:
+    from pytest_mlcanon import stubs  # stubs imports this module
+
+    return stubs.unimplemented(Path(path))
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -89,11 +109,12 @@ class CanonFinder(importlib.abc.MetaPathFinder):
         self.instrument = instrument
 
     def learner_file(self, module: str) -> Path | None:
-        """The learner's file for ``<area>/<module>``, or None when it falls back to the reference."""
+        """The learner's file for ``<area>/<module>``, or None when it falls back to the reference
+        (missing, or an untouched stub)."""
         if module in NEVER_REDIRECTED:
             return None
         path = self.impl_dir / f"{module}.py"
-        return path if path.is_file() else None
+        return path if path.is_file() and not untouched_stub(path) else None
 
     def find_spec(
         self, fullname: str, path: object = None, target: object = None

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_mlcanon import catalog, learner_coverage, redirect, rubric, stubs
-from pytest_mlcanon.impl import Impl
+from pytest_mlcanon.impl import Impl, with_module_mates
 from pytest_mlcanon.reports import Report, write
 from pytest_mlcanon.reports import terminal as terminal_report
 from pytest_mlcanon.rubric import correctness, shape_instrument, shape_runtime
@@ -74,9 +74,10 @@ class CanonRun:
         self.settings = settings
         self.report_targets = reports or []
         self.timed = timed
+        items, mates = with_module_mates(items, impl)  # a selected module is checked whole
         self.states = {item.number: ItemState(item) for item in items}
         self.report: Report | None = None
-        self.messages: list[str] = []
+        self.messages: list[str] = mates
         self.measurement: learner_coverage.Measurement | None = None
         self.selected_files: set[str] = set()
 
@@ -110,15 +111,26 @@ class CanonRun:
                 listed = ", ".join(f"{m}.py" for m in missing)
                 state.error = f"no {listed} under {self.impl.path}"
                 continue
-            state.fallback = [f"{m}.py" for m in missing]  # an item of several modules, partly written
             state.error = stubs.unimplemented_note(state.files, [_show(str(p)) for p in state.files],
                                                    item.slug)
             if state.error:
                 state.status = "not implemented yet"
                 continue
+            state.files, state.fallback = self._fallbacks(item, state.files)
             state.error = self._import_error(item)
             if state.error:
                 state.status = "error"
+
+    def _fallbacks(self, item: catalog.Item, files: tuple[Path, ...]) -> tuple[tuple[Path, ...], list[str]]:
+        """The item's written files, and what comes from the reference instead: its own modules not
+        written (an item of several modules, partly written) and the modules of the items it builds on
+        that are missing or still stubs here (the redirect serves the reference for those)."""
+        written = tuple(p for p in files if not redirect.untouched_stub(p))
+        served = [f"{m}.py ({why})" for m in item.modules if (why := self.impl.unwritten(m))]
+        for other in catalog.builds_on(item):
+            served += [f"{m}.py ({why}; #{other.number} {other.slug}, which this item builds on)"
+                       for m in other.modules if m not in item.modules and (why := self.impl.unwritten(m))]
+        return written, served
 
     def _import_error(self, item: catalog.Item) -> str:
         """Import the item's modules once; a failure becomes a one-line verdict naming file:line."""

@@ -258,6 +258,20 @@ def unimplemented(path: Path) -> bool:
     return bool(functions) and all(_is_unimplemented_body(f) for f in functions)
 
 
+def names_unwritten(path: Path, names: Iterable[str]) -> bool:
+    """True when none of ``names`` (top-level functions or classes of ``path``) has a function that does
+    more than raise NotImplementedError: the item that owns them in a shared module is not written yet."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return False
+    wanted = set(names)
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and n.name in wanted]
+    functions = [f for d in defs for f in ast.walk(d) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return all(_is_unimplemented_body(f) for f in functions)
+
+
 def unimplemented_note(files: Sequence[Path], shown: Sequence[str], slug: str = "ITEM") -> str:
     """The "not implemented yet" verdict for an item whose files are all untouched stubs, else ``""``."""
     if not files or not all(unimplemented(f) for f in files):

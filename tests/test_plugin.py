@@ -429,3 +429,49 @@ def test_contract_setting_rejects_an_unknown_mode(pytester: pytest.Pytester) -> 
     result = pytester.runpytest("--canon-item=detection/boxes", "--impl=canon_refs", "--canon-contract=sometimes")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--canon-contract='sometimes': must be one of advice, required*"])
+
+
+def test_selecting_a_module_checks_every_item_it_holds(pytester: pytest.Pytester, learner) -> None:
+    learner(copy=["transformer/multihead"])
+    report = pytester.path / "report.json"
+    result = pytester.runpytest("--canon-item=transformer/multihead", "--impl=practice", "-q", "-p", "no:randomly",
+                                f"--canon-report=json:{report}")
+    assert result.ret == 0
+    scored = {i["slug"]: i["status"] for i in json.loads(report.read_text())["items"]}
+    assert scored == {"transformer/multihead": "scored", "transformer/cross_attention": "scored"}
+    result.stdout.fnmatch_lines(["*#28 transformer/cross_attention*5/5*",
+                                 "*also checked #28 transformer/cross_attention: it lives in "
+                                 "transformer/multihead.py with #26 transformer/multihead*"])
+
+
+def test_a_module_mate_still_a_stub_is_named_not_failed(tmp_path: Path) -> None:
+    from pytest_mlcanon import catalog, stubs
+    from pytest_mlcanon.impl import Impl, with_module_mates
+
+    stub = stubs.stub_source("transformer/multihead")
+    written = stub.replace('raise NotImplementedError("MultiHeadAttention.forward: not implemented yet")',
+                           "return x")
+    assert written != stub
+    path = tmp_path / "transformer" / "multihead.py"
+    path.parent.mkdir()
+    path.write_text(written)
+    items, notes = with_module_mates((catalog.get(26),), Impl(tmp_path, "--impl"))
+    assert [i.number for i in items] == [26]
+    assert notes == ["#28 transformer/cross_attention also lives in transformer/multihead.py and is not written yet "
+                     "(CrossAttention); check it with --canon-item=transformer/cross_attention once it is"]
+    path.write_text(stub)  # an untouched stub: nothing of the module is written, no note
+    assert with_module_mates((catalog.get(26),), Impl(tmp_path, "--impl")) == ((catalog.get(26),), [])
+
+
+def test_a_dependency_still_a_stub_comes_from_the_reference(pytester: pytest.Pytester, learner) -> None:
+    from pytest_mlcanon import stubs
+
+    learner(copy=["classical/kmeans"], files={"classical/knn": stubs.stub_source("classical/knn")})
+    report = pytester.path / "report.json"
+    result = pytester.runpytest("--canon-item=classical/kmeans", "--impl=practice", "-q", "-p", "no:randomly",
+                                f"--canon-report=json:{report}")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    (item,) = json.loads(report.read_text())["items"]
+    assert item["axes"]["correctness"]["passed"]
+    assert item["fallback"] == ["classical/knn.py (still a stub; #4 classical/knn, which this item builds on)"]
+    result.stdout.fnmatch_lines(["*from the reference (not written in your folder): classical/knn.py (still a stub*"])

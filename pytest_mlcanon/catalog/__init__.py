@@ -14,7 +14,8 @@ from functools import cache
 
 from pytest_mlcanon.catalog._table import ROWS
 
-__all__ = ["Item", "UnknownItemError", "all_items", "get", "items_for_module", "items_for_test_file", "select"]
+__all__ = ["Item", "UnknownItemError", "all_items", "builds_on", "get", "items_for_module", "items_for_test_file",
+           "module_mates", "select"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,26 @@ def _by_module() -> dict[str, tuple[Item, ...]]:
 def items_for_module(module: str) -> tuple[Item, ...]:
     """Items implemented (at least partly) in ``<area>/<module>`` (``transformer/multihead`` -> #26, #28)."""
     return _by_module().get(module.removesuffix(".py"), ())
+
+
+def module_mates(item: Item) -> tuple[Item, ...]:
+    """Other items implemented in one of this item's modules (#28 for #26: both in transformer/multihead)."""
+    mates = {other.number: other for module in item.modules for other in items_for_module(module)
+             if other.number != item.number}
+    return tuple(mates[n] for n in sorted(mates))
+
+
+def builds_on(item: Item) -> tuple[Item, ...]:
+    """Every item this one builds on, directly or through another (its ``depends_on``, closed), in canon order."""
+    seen: dict[int, Item] = {}
+    stack = list(item.depends_on)
+    while stack:
+        number = stack.pop()
+        if number in seen or number == item.number:
+            continue
+        seen[number] = get(number)
+        stack.extend(seen[number].depends_on)
+    return tuple(seen[n] for n in sorted(seen))
 
 
 @cache

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     import time
     from pathlib import Path
 
-    from pytest_mlcanon import drill, plan, progress, stubs
+    from pytest_mlcanon import catalog, drill, plan, progress, stubs
     from pytest_mlcanon.run import tests_dir
     from pytest_mlcanon.settings import SettingsError, read_pyproject, resolve
     from pytest_mlcanon.state import StateError
@@ -62,6 +62,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     others = drill.shared_with(item)
     if others:
         print(f"          (this module also holds {', '.join(o.label for o in others)}: its stub was refreshed too)")
+    base = catalog.builds_on(item)
+    if base:
+        print(f"  builds on {', '.join(b.label for b in base)} (your files where written, else the references)")
     for name, count in stubs.count_tests(item, tests_dir()):
         print(f"  tests   canon_tests/{name}: {count} test function(s) of this item")
     if first:

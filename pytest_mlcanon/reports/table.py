@@ -31,7 +31,7 @@ def item_lines(item: ItemScore, limit: int | None) -> list[str]:
     if item.files:
         lines.append("files: " + ", ".join(item.files))
     if item.fallback:
-        lines.append("from the reference (not written yet): " + ", ".join(item.fallback))
+        lines.append("from the reference (not written in your folder): " + ", ".join(item.fallback))
     if item.tests:
         lines.append("tests: " + ", ".join(f"{v} {k}" for k, v in item.tests.items() if v))
     for axis in AXES:
