@@ -159,13 +159,17 @@ def test_mlcanon_stubs_writes_stubs_that_import_and_keeps_work(repo: Path,
     assert "transformer/multihead" in modules and "optim/optimizers" in modules
     assert all(stubs.unimplemented(p) for p in written)
     script = textwrap.dedent(f"""
-        import importlib
+        import importlib, importlib.util
         from pathlib import Path
         from pytest_mlcanon import redirect
         redirect.install(Path({str(repo / 'practice')!r}))
         for module in {modules!r}:
-            loaded = importlib.import_module("canon_refs." + module.replace("/", "."))
-            assert {str(repo / 'practice')!r} in loaded.__file__, loaded.__file__
+            name = "canon_refs." + module.replace("/", ".")
+            path = Path({str(repo / 'practice')!r}) / (module + ".py")
+            spec = importlib.util.spec_from_file_location(name + "_stub", path)
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))  # the stub itself imports
+            served = importlib.import_module(name)  # an untouched stub: the redirect serves the reference
+            assert {str(repo / 'practice')!r} not in served.__file__, served.__file__
         print("imported", len({modules!r}))
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=repo, timeout=300)
@@ -201,9 +205,10 @@ def test_drill_writes_the_stub_starts_the_clock_and_says_what_to_do(
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "drill #55 posttrain/dpo: DPO loss (level A, block 7 post-training, systems, evaluation)"
     assert out[1] == "  edit    practice/posttrain/dpo.py  (new stub)"
-    assert out[2].startswith("  tests   canon_tests/test_posttrain_dpo.py: ")
-    assert out[3] == "  target  30 min for this first attempt (15 min from memory once it has passed)"
-    assert out[5] == "  check   mlcanon check posttrain/dpo"
+    assert out[2] == "  uses    #31 transformer/gpt (your files once written, the references until then)"
+    assert out[3].startswith("  tests   canon_tests/test_posttrain_dpo.py: ")
+    assert out[4] == "  target  30 min for this first attempt (15 min from memory once it has passed)"
+    assert out[6] == "  check   mlcanon check posttrain/dpo"
     assert stubs.unimplemented(repo / "practice" / "posttrain" / "dpo.py")
     clock = read_progress(repo)["items"]["posttrain/dpo"]["clock"]
     assert clock["attempt"] == 1 and clock["source"] == "drill"

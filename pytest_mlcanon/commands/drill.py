@@ -62,9 +62,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     others = drill.shared_with(item)
     if others:
         print(f"          (this module also holds {', '.join(o.label for o in others)}: its stub was refreshed too)")
-    base = catalog.builds_on(item)
+    base = [catalog.get(n) for n in item.depends_on]
     if base:
-        print(f"  builds on {', '.join(b.label for b in base)} (your files where written, else the references)")
+        print(f"  uses    {', '.join(b.label for b in base)} (your files once written, the references until then)")
     for name, count in stubs.count_tests(item, tests_dir()):
         print(f"  tests   canon_tests/{name}: {count} test function(s) of this item")
     if first:
