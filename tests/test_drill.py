@@ -159,7 +159,7 @@ def test_mlcanon_stubs_writes_stubs_that_import_and_keeps_work(repo: Path,
     assert "transformer/multihead" in modules and "optim/optimizers" in modules
     assert all(stubs.unimplemented(p) for p in written)
     script = textwrap.dedent(f"""
-        import importlib, importlib.util
+        import importlib, importlib.util, sys
         from pathlib import Path
         from pytest_mlcanon import redirect
         redirect.install(Path({str(repo / 'practice')!r}))
@@ -167,7 +167,8 @@ def test_mlcanon_stubs_writes_stubs_that_import_and_keeps_work(repo: Path,
             name = "canon_refs." + module.replace("/", ".")
             path = Path({str(repo / 'practice')!r}) / (module + ".py")
             spec = importlib.util.spec_from_file_location(name + "_stub", path)
-            spec.loader.exec_module(importlib.util.module_from_spec(spec))  # the stub itself imports
+            sys.modules[spec.name] = stub = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(stub)  # the stub itself imports
             served = importlib.import_module(name)  # an untouched stub: the redirect serves the reference
             assert {str(repo / 'practice')!r} not in served.__file__, served.__file__
         print("imported", len({modules!r}))
