@@ -581,3 +581,48 @@ def f(X, boxes, D, labels):
     assert shp == [("SHP003", 34), ("SHP001", 35)]
     (malformed,) = [f for f in findings if f.code == "SHP003"]
     assert "`# (d,)  ...`" in malformed.hint
+
+
+def test_runtime_matching_of_the_new_notation() -> None:
+    half = shape_grammar.parse("(T, d_h/2) or (B, T, d_h/2)")
+    assert shape_runtime.match_comment(half, [np.zeros((5, 4))], {"d_h": 8}) == {"T": 5}
+    with pytest.raises(shape_runtime.Mismatch, match="dim d_h/2 should be 4, got 3"):
+        shape_runtime.match_comment(half, [np.zeros((5, 3))], {"d_h": 8})
+    pooled = shape_grammar.parse("(B, 2w, H/2)")
+    assert shape_runtime.match_comment(pooled, [np.zeros((2, 8, 3))], {"w": 4, "H": 7}) == {"B": 2}  # floor of 7/2
+    assert shape_runtime.match_comment(shape_grammar.parse("(n, d_{l+1})"), [np.zeros((3, 5))], {}) == {
+        "n": 3, "d_{l+1}": 5}
+    each = shape_grammar.parse("(B, T, d) each")
+    assert shape_runtime.match_comment(each, [np.zeros((2, 3, 4))] * 3, {}) == {"B": 2, "T": 3, "d": 4}
+    with pytest.raises(shape_runtime.Mismatch):
+        shape_runtime.match_comment(each, [np.zeros((2, 3, 4)), np.zeros((2, 3, 5))], {})
+    returned = shape_grammar.parse("(B, A), (B,)")
+    assert shape_runtime.match_comment(returned, [(np.zeros((4, 2)), np.zeros(4))], {}) == {"B": 4, "A": 2}
+    labelled = shape_grammar.parse("(logits (B, T, V), loss () or None)")
+    assert shape_runtime.match_comment(labelled, [(np.zeros((2, 3, 5)), None)], {}) == {"B": 2, "T": 3, "V": 5}
+    assert shape_runtime.describe((np.zeros((4, 2)), np.zeros(4))) == "a tuple of (4, 2), (4,)"
+
+
+RAISES_CASE = '''
+import numpy as np
+
+def forward(obs, w):
+    """(B, d) -> (B, k)"""
+    h = obs @ w   # (B, k)
+    return h
+'''
+
+
+def test_a_contradiction_from_input_a_test_expects_rejected_is_no_evidence(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(RAISES_CASE)
+
+    def expects_rejection(ns) -> None:  # type: ignore[no-untyped-def]
+        ns["forward"](np.zeros((4, 3)), np.zeros((3, 2)))
+        with pytest.raises(AssertionError):
+            ns["forward"](np.zeros(3), np.zeros((3, 2)))  # invalid 1-D obs, accepted without raising
+            raise AssertionError("DID NOT RAISE")
+
+    assert _run_instrumented(path, expects_rejection)[6].status == "confirmed"
+    plain = _run_instrumented(path, lambda ns: ns["forward"](np.zeros(3), np.zeros((3, 2))))
+    assert plain[6].status == "contradicted"

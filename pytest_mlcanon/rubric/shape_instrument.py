@@ -6,7 +6,8 @@ The redirect's loader compiles a learner (or reference) file through ``instrumen
 * every function (and the module and class bodies) that holds annotated statements opens a
   ``Scope``, which binds symbolic dims for that call;
 * after ``x = ...  # (B, T, d)`` it inserts ``__mlcanon_scope.check(LINE, (x,))``;
-* ``return y  # (B,)`` becomes ``return __mlcanon_scope.ret(LINE, y)``;
+* ``return y  # (B,)`` becomes ``return __mlcanon_scope.ret(LINE, y)``, and a return without a
+  comment ``return __mlcanon_scope.done(y)``: either ends the call normally and commits it;
 * falling off the end of a function commits the call;
 * every ``<expr>.T`` that is read becomes ``__mlcanon__.transposed(<expr>, LINE)``, which records
   the operand's ``ndim`` when it is above 2 (a silent full transpose, ``API001``: the static rule
@@ -110,6 +111,11 @@ class Scope:
         self.commit()
         return value
 
+    def done(self, value: Any) -> Any:
+        """A return without a shape comment: commit the call and hand the value back."""
+        self.commit()
+        return value
+
     def commit(self) -> None:
         """The call returned normally: its contradictions stand, unless the call was made inside a
         ``pytest.raises`` block: a test's deliberately invalid input says nothing about the shapes
@@ -197,6 +203,9 @@ class Unchecked:
         pass
 
     def ret(self, line: int, value: Any) -> Any:
+        return value
+
+    def done(self, value: Any) -> Any:
         return value
 
     def commit(self) -> None:
@@ -324,8 +333,11 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Return(self, node: ast.Return) -> ast.AST:
         self.generic_visit(node)
+        if not (self.scoped and self.scoped[-1]):
+            return node
         stmt = self._instrumented(node)
-        if stmt is None or node.value is None:
+        if stmt is None or node.value is None:  # a plain return also ends the call normally: commit
+            node.value = _call("done", node.value if node.value is not None else ast.Constant(None))
             return node
         node.value = _call("ret", ast.Constant(stmt.line), node.value)
         return node
