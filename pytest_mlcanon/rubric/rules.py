@@ -36,7 +36,9 @@ RULES: tuple[Rule, ...] = (
          "a score without evidence is not a score", "pytest --canon-item=55 -k nothing", "pytest --canon-item=55"),
     Rule("COR004", "correctness", "the file cannot be parsed",
          "nothing else can be judged until it runs", "def f(:", "def f(x):"),
-    Rule("SHP001", "shapes", "a line that creates, reshapes, contracts or reduces a tensor has no shape comment",
+    Rule("SHP001", "shapes", "a line that creates, reshapes, contracts or reduces a tensor has no shape comment on "
+         "any of its lines (conversions such as np.asarray, *_like, empty early returns and shape-preserving "
+         "modules make no new shape and need none)",
          "saying the shape aloud before typing the line is how shape bugs are avoided; graders read down the column",
          "scores = q @ k.transpose(-2, -1)", "scores = q @ k.transpose(-2, -1)   # (B, H, T_q, T_k)"),
     Rule("SHP002", "shapes", "a shape comment is contradicted by the value at run time",
@@ -45,11 +47,13 @@ RULES: tuple[Rule, ...] = (
          "heads = x.view(B, T, H, d_h).transpose(1, 2)  # (B, H, T, d_h)"),
     Rule("SHP003", "shapes", "a shape comment does not follow the grammar (canon-spec C4)",
          "a comment the checker cannot read cannot be verified", "x = y.sum(-1)  # (N)", "x = y.sum(-1)  # (N,)"),
-    Rule("NUM001", "numerics", "exp of unshifted values normalised by their sum",
+    Rule("NUM001", "numerics", "exp of unshifted values normalised by their sum, in one expression or across "
+         "statements (`e = exp(x)` ... `e / e.sum(...)`)",
          "exp(1000) overflows to inf and inf/inf is NaN; the max-subtraction is the classic probe",
          "e = torch.exp(x); p = e / e.sum(-1, keepdim=True)",
          "e = torch.exp(x - x.amax(-1, keepdim=True)); p = e / e.sum(-1, keepdim=True)"),
-    Rule("NUM002", "numerics", "a mask filled with -inf",
+    Rule("NUM002", "numerics", "a mask filled with -inf that can reach a softmax (not a sentinel only argmax or sort "
+         "reads, nor an output the contract specifies with -inf: generation's top-k/top-p filters, retrieval padding)",
          "a fully masked row becomes softmax(-inf, ..., -inf) = NaN, which leaks into gradients",
          "scores.masked_fill(~mask, float('-inf'))", "scores.masked_fill(~mask, torch.finfo(scores.dtype).min)"),
     Rule("NUM003", "numerics", "eps added outside the square root of a variance",
@@ -96,7 +100,9 @@ RULES: tuple[Rule, ...] = (
     Rule("EXP003", "explanation", "a module docstring too short to state a plan (mlcanon_docstring_min_words)",
          "one line does not say what is subtle", '"""Attention."""',
          '"""Attention with a finite mask value, because an all-masked row of -inf softmaxes to NaN. ..."""'),
-    Rule("EXP004", "explanation", "no docstring states a shape", "shapes are the interface of every tensor function",
+    Rule("EXP004", "explanation", "no docstring states a shape (a tuple the shape grammar reads, or `scalar`, "
+         "`same shape as`, `2-D`, `Shapes: none`); a file with no tensor line has none to state",
+         "shapes are the interface of every tensor function",
          '"""Computes the loss."""', '"""(B, T, V) logits, (B, T) labels -> () mean loss."""'),
     Rule("EXP005", "explanation", "no trade-off or reason is stated",
          "naming the trade-off when you choose is what separates a hire from a pass",
