@@ -34,7 +34,7 @@ class PCA:
             raise ValueError("n_components is larger than min(n, d)")
         mu = np.einsum("nd->d", X) / n  # (d,)
         R = np.linalg.qr(X - mu, mode="r")  # (r, d)
-        _, S, Vt = np.linalg.svd(R, full_matrices=False)  # (r,), (r,), (r, d)
+        _, S, Vt = np.linalg.svd(R, full_matrices=False)  # (r, r), (r,), (r, d)
         big = np.take_along_axis(Vt, np.abs(Vt).argmax(axis=1)[:, None], axis=1)  # (r, 1)
         Vt = Vt * np.copysign(1.0, big)  # (r, d)
         var = S * S / (n - 1)  # (r,)
