@@ -103,6 +103,9 @@ def _node_rule(node: ast.AST, submodules: set[str]) -> str | None:
         return None
     name = call_name(node)
     func = node.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        # self.norm(x), self.proj(x): the learner's own submodule or method, never a torch reduction
+        return f"R4 module call (self.{name})" if name in submodules else None
     base = dotted(func.value) if isinstance(func, ast.Attribute) else None
     root = base.split(".", 1)[0] if base else None
     is_module_call = root in ARRAY_MODULES
@@ -124,9 +127,6 @@ def _node_rule(node: ast.AST, submodules: set[str]) -> str | None:
         return f"R3 contraction ({name})"
     if name in REDUCTIONS and isinstance(func, ast.Attribute) and _has_axis(node, is_module_call):
         return f"R3 reduction ({name} over an axis)"
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-        if name in submodules:
-            return f"R4 module call (self.{name})"
     return None
 
 
