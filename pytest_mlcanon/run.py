@@ -74,7 +74,9 @@ class CanonRun:
         self.settings = settings
         self.report_targets = reports or []
         self.timed = timed
-        items, mates = with_module_mates(items, impl)  # a selected module is checked whole
+        mates: list[str] = []
+        if settings.whole_module and not impl.is_reference:  # a selected module is checked whole
+            items, mates = with_module_mates(items, impl)
         self.states = {item.number: ItemState(item) for item in items}
         self.report: Report | None = None
         self.messages: list[str] = mates

@@ -107,6 +107,9 @@ SPECS: tuple[Spec, ...] = (
          "toward Correctness nor failing the run (default), or required, counted like any other test"),
     Spec("first_attempt_factor", None, _positive_float, 2.0,
          "with --timed, a first attempt may take this multiple of the item's from-memory minutes (default 2)"),
+    Spec("whole_module", None, _bool, True,
+         "selecting an item also checks the other items living in a module the learner wrote for it (#26 "
+         "brings #28's cross-attention; default true); the grader turns it off, a job grades its own items"),
 )
 
 
@@ -123,6 +126,7 @@ class Settings:
     docstring_min_words: int = 20
     first_attempt_factor: float = 2.0
     contract: str = "advice"
+    whole_module: bool = True
     origin: dict[str, str] = field(default_factory=dict, compare=False)
 
     def enabled(self, code: str) -> bool:

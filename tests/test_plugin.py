@@ -475,3 +475,10 @@ def test_a_dependency_still_a_stub_comes_from_the_reference(pytester: pytest.Pyt
     assert item["axes"]["correctness"]["passed"]
     assert item["fallback"] == ["classical/knn.py (still a stub; #4 classical/knn, which this item builds on)"]
     result.stdout.fnmatch_lines(["*from the reference (not written in your folder): classical/knn.py (still a stub*"])
+
+
+def test_a_grading_job_checks_exactly_its_items() -> None:
+    from pytest_mlcanon.grade.batch import _ini
+    from pytest_mlcanon.grade.config import GradeConfig
+
+    assert "mlcanon_whole_module = false" in _ini(GradeConfig(items="26")).splitlines()

@@ -249,9 +249,10 @@ def _ini(config: GradeConfig) -> str:
 
     Line coverage of the learner's files is off unless the teacher turns it on: the parent grades
     from its own rubric and takes only test outcomes and run-time shapes from a child, so a job would
-    measure it for nothing (coverage.py's tracer cost ~0.3 s CPU per DPO job)."""
+    measure it for nothing (coverage.py's tracer cost ~0.3 s CPU per DPO job). A job grades exactly
+    its own items (``whole_module`` off: the teacher chose them)."""
     lines = ["[pytest]"]
-    rubric = {"coverage": False, **config.rubric}
+    rubric = {"coverage": False, "whole_module": False, **config.rubric}
     for key, value in rubric.items():
         text = ",".join(map(str, value)) if isinstance(value, list) else str(value).lower() if isinstance(
             value, bool) else str(value)
