@@ -335,7 +335,9 @@ def test_an_item_of_several_modules_is_attempted_once_one_exists(pytester: pytes
     result = pytester.runpytest("--canon-item=45", "--impl=practice", "-q")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*#45 retrieval/ann*5/5*strong*",
-                                 "*from the reference (not written yet): retrieval/hnsw.py, retrieval/pq.py*"])
+                                 "*from the reference (not written in your folder): retrieval/hnsw.py (missing), "
+                                 "retrieval/pq.py (missing), classical/knn.py (missing; #4 classical/knn, which this "
+                                 "item builds on), classical/kmeans.py (missing; #5 *"])
 
 
 def test_failures_outside_the_rootdir_are_located_at_a_path(pytester: pytest.Pytester, learner) -> None:
