@@ -230,11 +230,11 @@ class HNSWIndex:
             if dist > -results[0][0]:
                 break
             nbrs = np.array(self.links[node][layer], dtype=np.int64)                # (b,)
-            fresh = nbrs[self._visited[nbrs] != tag] if nbrs.size else nbrs         # (b,)
+            fresh = nbrs[self._visited[nbrs] != tag] if nbrs.size else nbrs         # (b',)  the unvisited ones
             if fresh.size == 0:
                 continue
             self._visited[fresh] = tag
-            dists = self._dist_to(q, fresh)                                         # (b,)
+            dists = self._dist_to(q, fresh)                                         # (b',)
             worst = -results[0][0]
             for d_new, other in zip(dists.tolist(), fresh.tolist()):
                 if len(results) < ef or d_new < worst:
