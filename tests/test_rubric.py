@@ -50,6 +50,7 @@ def test_grammar_accepts_the_spec_forms(comment: str) -> None:
     ("(B, 1|H, T_q, T_k)", "(B, 1|H, T_q, T_k)", ""), ("(logits (B, T, V), loss () or None)",
                                                      "(logits (B, T, V), loss () | None)", ""),
     ("(len(prompts), G)", "(len(prompts), G)", ""), ("(out, in/world)", "(out, in/world)", ""),
+    ("(B, *expected)", "(B, *expected)", ""),
 ])
 def test_grammar_accepts_the_notation_of_the_stubs(comment: str, text: str, note: str) -> None:
     parsed = shape_grammar.parse(comment)

@@ -7,7 +7,7 @@
     alts    := shape ((SP? "|" SP? | SP "or" SP) shape)*
     shape   := "()" | "(" item ",)" | "(" item ("," SP? item)+ ")" | "list[" dim "]" | "scalar" | "None"
              | "(" NAME SP alts ("," SP NAME SP alts)* ")"          # a labelled tuple: (logits (B, T, V), loss ())
-    item    := dim | "..."
+    item    := dim | "..." | "*" NAME         # "...", "*rest": any number of dims
     dim     := term (SP? op SP? term)*     op := "+" | "-" | "*" | "/" | "//" | "^" | "**" | "|"
     term    := NAME | INT | INT NAME | "(" dim ")"
     NAME    := letter (letter | digit | "_" | "_{" text "}")* "'"*  [ "(" text ")" ]
@@ -46,6 +46,7 @@ _BARE = re.compile(r"[^\W\d][\w/']*(?=\s*[,)])")
 _TRAILING_WORDS = re.compile(r"(?:\s+[^\W\d]\w*)+(?=\s*[,)])")
 _ALT_OR = re.compile(r"\s+or\s+")
 _EACH = re.compile(r"\s*\beach\b")
+_STARRED = re.compile(r"\*[^\W\d]\w*")
 _PLACEHOLDER = "__mlcanon_dim_"
 
 
@@ -66,7 +67,8 @@ class Dim:
 
     @property
     def is_ellipsis(self) -> bool:
-        return self.text == ELLIPSIS
+        """``...``, or a starred name (``(B, *expected)``): any number of dims."""
+        return self.text == ELLIPSIS or self.text.startswith("*")
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,7 @@ class _Parser:
         if not self.eat(")"):
             raise self.error("shape is not closed with ')'")
         if sum(d.is_ellipsis for d in dims) > 1:
-            raise self.error("'...' may appear once per shape")
+            raise self.error("'...' (or a starred name) may appear once per shape")
         return Shape("tuple", tuple(dims))
 
     def labelled_tuple_ahead(self) -> bool:
@@ -289,6 +291,10 @@ class _Parser:
     def item(self) -> Dim:
         if self.eat(ELLIPSIS):
             return Dim(ELLIPSIS)
+        starred = _STARRED.match(self.text, self.pos)
+        if starred:  # (B, *expected): the dims of a named shape, any number of them
+            self.pos = starred.end()
+            return Dim(starred.group())
         return self.dim(stop=",)")
 
     def dim(self, stop: str) -> Dim:
