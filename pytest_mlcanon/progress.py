@@ -328,6 +328,7 @@ class ItemProgress:
     due: float | None = None
     streak: int = 0
     running: Clock | None = None
+    passed_at: tuple[float, ...] = ()  # when each passing attempt ended, oldest first (-inf when unknown)
 
     @property
     def started(self) -> bool:
@@ -359,7 +360,13 @@ def summarize(entry: dict[str, Any]) -> ItemProgress:
         attempts=len(records), passes=len(passed), best_min=min(times) if times else None,
         last_score=int(score) if isinstance(score, int) else None, last_passed=bool(last.get("passed")),
         last_end=last_end, due=due, streak=streak, running=clock(entry),
+        passed_at=tuple(sorted(_end_or_never(a) for a in passed)),
     )
+
+
+def _end_or_never(record: dict[str, Any]) -> float:
+    end = _timestamp(record.get("end"))
+    return float("-inf") if end is None else end
 
 
 def format_due(due: float | None, now: float) -> str:

@@ -503,12 +503,12 @@ def test_a_failing_numerics_probe_fails_the_check(pytester: pytest.Pytester, lea
 
 def _passed(number: int, end: float, due: float) -> progress.ItemProgress:
     return progress.ItemProgress(attempts=1, passes=1, best_min=5.0, last_score=5, last_passed=True, last_end=end,
-                                 due=due, streak=1)
+                                 due=due, streak=1, passed_at=(end,))
 
 
 def test_a_fresh_learner_starts_with_block_1_interleaved_with_block_2() -> None:
     week = plan.weekly({}, now=0.0, available=lambda item: True)
-    assert [p.item.number for p in week.picks] == [1, 13, 2, 14, 3]
+    assert [p.item.number for p in week.picks] == [1, 18, 2, 19, 3]  # BatchNorm (#13) waits for the MLP (#11)
     assert week.picks[0].reason == "new, from block 1 foundations (where the canon starts)"
     assert week.picks[1].reason == "new, from block 2 layers, convolution, detection (a block you have not finished)"
 
@@ -522,7 +522,8 @@ def test_due_items_come_first_then_a_known_block_interleaved_with_a_new_one() ->
     numbers = [p.item.number for p in week.picks]
     assert numbers[:2] == [4, 25]  # overdue first, then due within the week
     assert week.picks[0].reason == "due now: the last attempt did not pass"
-    assert numbers[2:] == [9, 13, 10]  # block 1 (known best, #11 unavailable) alternating with block 2
+    # block 1 (known best; #11 unavailable, so #12 waits) alternating with block 2, where #13 waits for #11
+    assert numbers[2:] == [9, 18, 10, 19, 20]
     assert week.known_block == 1 and week.new_block == 2
     assert 11 in [i.number for i in week.unavailable]
 
@@ -547,7 +548,8 @@ def test_the_week_before_list_is_eleven_items_and_about_four_hours(repo: Path,
     out = capsys.readouterr().out
     assert "The week before an interview: 11 items" in out and "about 4 hours" in out
     assert cli.main(["plan"]) == 0
-    assert "This week's 5 (0 of 60 items attempted so far):" in capsys.readouterr().out
+    assert "This week, pass 1 through the canon: 5 items, 0 of them due again (0 of 60 items attempted so far):" in (
+        capsys.readouterr().out)
     assert not (repo / ".mlcanon").exists()  # reading the plan creates nothing
 
 
@@ -621,7 +623,7 @@ def test_the_drill_cycle_in_a_fresh_repo(tmp_path: Path) -> None:
     assert stubs.unimplemented(target)
     listed = mlcanon("list", "posttrain/*", cwd=tmp_path)
     assert "posttrain/dpo" in listed.stdout and " 5/5 " in listed.stdout
-    assert "This week's 5" in mlcanon("plan", cwd=tmp_path).stdout
+    assert "This week, pass 1 through the canon" in mlcanon("plan", cwd=tmp_path).stdout
     assert mlcanon("drill", "55", cwd=tmp_path).returncode == 0
     target.write_text(dpo_without_the_label_shift())
     failed = mlcanon("check", "55", "-q", "-p", "no:cacheprovider", cwd=tmp_path)

@@ -1,10 +1,12 @@
 """``mlcanon plan [--size N]`` or ``mlcanon plan --week-before``: what to drill.
 
-The week: due items first (a failed or over-time attempt comes back the next day, a pass after 2,
-4, 7, 14, 30 and 60 days), then new items alternating between the block you know best and the
-first block you have not finished, in the seed's block and dependency order. The week before an
-interview: the five items most asked in real loops, what they stand on and their usual follow-up,
-eleven items, with targets."""
+The week, during the first pass: five new items (--size), alternating between the block you know
+best and the first block you have not finished, each once what it builds on has passed; beside them
+at most two due items (a failed or over-time attempt comes back the next day, a pass after 2, 4, 7,
+14, 30 and 60 days). Every item comes up within twelve weeks. Once through, the rotation restarts at
+#1 and, as a second pass takes about a third of the time, proposes three times as many a week. The
+week before an interview: the five items most asked in real loops, what they stand on and their
+usual follow-up, eleven items, with targets."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("plan", help="this week's five items, or the week-before list", description=__doc__)
     parser.add_argument("--week-before", action="store_true", help="the short list for the week before an interview")
-    parser.add_argument("--size", type=int, default=5, help="how many items this week (default 5)")
+    parser.add_argument("--size", type=int, default=5,
+                        help="new items a week in the first pass (default 5; later passes take three times as many)")
     parser.set_defaults(func=run)
 
 
@@ -49,10 +52,14 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         return 0
     week = plan.weekly(state, now, drill.drillable, size=args.size)
     attempted = sum(1 for s in state.values() if s.started)
-    print(f"This week's {len(week.picks)} ({attempted} of 60 items attempted so far):")
+    due = len(week.of_kind("retry", "review"))
+    print(f"This week, pass {week.pass_number} through the canon: {len(week.picks)} items, {due} of them due again "
+          f"({attempted} of 60 items attempted so far):")
     picks = [(p.item.number, p.item.slug, p.item.level, p.item.minutes, p.reason) for p in week.picks]
     print(tabulate(picks, headers=["#", "item", "level", "target", "why"]))
     print(f"\nTargets add up to {week.minutes} min; a first attempt takes about twice its target.")
+    if week.waiting:
+        print(f"{week.waiting} more item(s) are due; they come back in the next weeks, retries first.")
     if week.known_block is not None and week.new_block is not None:
         print(f"Interleaved: {plan.block_title(week.known_block)} with {plan.block_title(week.new_block)}, "
               "so retrieval stays hard.")
