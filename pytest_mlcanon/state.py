@@ -60,6 +60,22 @@ def state_dir(root: Path) -> Path:
     return root / STATE_DIR
 
 
+def find_root(start: Path) -> Path:
+    """The learner repo ``start`` lies in: the nearest folder at or above it that holds ``.mlcanon/``,
+    else the nearest that holds ``.git`` (the repository root), else ``start`` itself.
+
+    Every command that reads or writes the drill state goes through here, so running one from a
+    subfolder uses the repo's one ``.mlcanon/`` instead of starting a second history.
+    """
+    start = start.resolve()
+    folders = (start, *start.parents)
+    for marker, is_there in ((STATE_DIR, Path.is_dir), (".git", Path.exists)):
+        for folder in folders:
+            if is_there(folder / marker):
+                return folder
+    return start
+
+
 @contextmanager
 def locked(directory: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold the exclusive lock of ``directory`` (created if needed) for the duration of the block.

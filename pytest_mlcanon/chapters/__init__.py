@@ -1,0 +1,47 @@
+"""The seed's three practice chapters, and the daily loop around them.
+
+* :mod:`.cheatsheet`: NumPy beside PyTorch, one executable row per operation (``mlcanon cheatsheet``).
+* :mod:`.shapes`: thirty "given these shapes, produce that shape" problems (``mlcanon shapes``).
+* :mod:`.drills`: twenty-two timed drills at three tiers and three 60-minute mock sessions
+  (``mlcanon drills``, ``mlcanon mock``).
+
+Their content is data, in ``data/*.toml`` beside this file; the modules read it into typed records
+and check it. :func:`load` is the one reader.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+class DataError(ValueError):
+    """A chapter's data file is malformed; the message names the file and the entry."""
+
+
+@cache
+def load(name: str) -> dict[str, Any]:
+    """The parsed ``data/<name>.toml``."""
+    path = DATA_DIR / f"{name}.toml"
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise DataError(f"{path}: {exc}") from None
+
+
+def table(name: str, key: str) -> list[dict[str, Any]]:
+    """The array of tables ``[[key]]`` of ``data/<name>.toml``."""
+    entries = load(name).get(key, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise DataError(f"{DATA_DIR / name}.toml: [[{key}]] is not an array of tables")
+    return entries
