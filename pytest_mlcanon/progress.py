@@ -44,6 +44,9 @@ LEGACY_TIMER_FILE = "timer.json"
 REVIEW_DAYS = (2, 4, 7, 14, 30, 60)
 RETRY_DAYS = 1
 DAY_S = 86_400.0
+# Practice-chapter exercises kept beside the items, each entry shaped like an item's (clock, attempts):
+# the shape drills by name, the mock sessions by number.
+CHAPTERS = ("shapes", "mocks")
 
 
 def empty() -> dict[str, Any]:
@@ -64,6 +67,17 @@ def validate(data: Any) -> str:
     items = data.get("items")
     if not isinstance(items, dict):
         return "'items' is not an object"
+    for chapter in CHAPTERS:
+        exercises = data.get(chapter, {})
+        if not isinstance(exercises, dict):
+            return f"{chapter!r} is not an object"
+        reason = _validate_entries(exercises)
+        if reason:
+            return f"in {chapter!r}, {reason}"
+    return _validate_entries(items)
+
+
+def _validate_entries(items: dict[str, Any]) -> str:
     for slug, entry in items.items():
         if not isinstance(entry, dict):
             return f"the entry of {slug!r} is not an object"
@@ -108,6 +122,19 @@ class Session:
     def peek(self, slug: str) -> dict[str, Any]:
         """The item's entry without creating it (an empty one when the item has none)."""
         entry = self.data["items"].get(slug)
+        return entry if entry is not None else {"clock": None, "attempts": []}
+
+    def exercise(self, chapter: str, key: str) -> dict[str, Any]:
+        """The entry of a practice-chapter exercise (``chapter`` in :data:`CHAPTERS`), created empty on
+        first use: a clock and attempt records, as an item's."""
+        entry = self.data.setdefault(chapter, {}).setdefault(key, {})
+        entry.setdefault("clock", None)
+        entry.setdefault("attempts", [])
+        return entry
+
+    def peek_exercise(self, chapter: str, key: str) -> dict[str, Any]:
+        """The exercise's entry without creating it."""
+        entry = self.data.get(chapter, {}).get(key)
         return entry if entry is not None else {"clock": None, "attempts": []}
 
 
