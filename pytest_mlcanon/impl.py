@@ -1,7 +1,7 @@
 """Which directory holds the learner's implementation, and which of an item's files it provides.
 
-Resolution order: ``--impl``, then the ``MLCANON_IMPL`` environment variable, then discovery under
-the current directory (``practice/``, ``src/mlbook/``, ``mlbook/``, then any folder laid out like
+Resolution order: ``--impl``, then the ``MLCANON_IMPL`` environment variable (or the seed's name for
+it, ``MLBOOK_IMPL``), then discovery under the current directory (``practice/``, ``src/mlbook/``, ``mlbook/``, then any folder laid out like
 the canon). ``--impl=canon_refs`` names the references themselves: that is how the project's own
 suite and the self-check run; discovery never picks them.
 """
@@ -16,6 +16,8 @@ from pytest_mlcanon import catalog
 from pytest_mlcanon.redirect import REF_PACKAGE, reference_dir, untouched_stub
 
 ENV_VAR = "MLCANON_IMPL"
+# The seed's sandbox spells it MLBOOK_IMPL (``MLBOOK_IMPL=practice``): honoured as an alias.
+ENV_ALIASES = ("MLBOOK_IMPL",)
 PREFERRED = ("practice", "src/mlbook", "mlbook")
 _SKIP_DIRS = frozenset({".git", ".venv", "venv", "env", "node_modules", "site-packages", "__pycache__", ".tox"})
 _DISCOVERY_DEPTH = 3
@@ -30,7 +32,7 @@ class Impl:
     """The resolved learner directory and how it was chosen."""
 
     path: Path
-    source: str  # "--impl", "MLCANON_IMPL", "discovered" or "reference"
+    source: str  # "--impl", "MLCANON_IMPL" (or an alias), "discovered" or "reference"
 
     @property
     def is_reference(self) -> bool:
@@ -58,10 +60,10 @@ class Impl:
         return tuple(p for m in item.modules if (p := self.file_for(m)) is not None)
 
     def describe(self) -> str:
-        how = {"--impl": "from --impl", "MLCANON_IMPL": f"from ${ENV_VAR}", "discovered": "discovered"}
         if self.is_reference:
             return f"reference implementations ({self.path})"
-        return f"{self.path} ({how.get(self.source, self.source)})"
+        how = f"from ${self.source}" if self.source in (ENV_VAR, *ENV_ALIASES) else f"from {self.source}"
+        return f"{self.path} ({'discovered' if self.source == 'discovered' else how})"
 
 
 def with_module_mates(items: tuple[catalog.Item, ...], impl: Impl) -> tuple[tuple[catalog.Item, ...], list[str]]:
@@ -97,8 +99,12 @@ def resolve(option: str | None, cwd: Path, environ: os._Environ[str] | dict[str,
     """Resolve the learner directory; raises ImplError with a one-line explanation."""
     if option:
         return _explicit(option, cwd, "--impl")
-    if environ.get(ENV_VAR):
-        return _explicit(environ[ENV_VAR], cwd, ENV_VAR)
+    named = [(var, environ[var]) for var in (ENV_VAR, *ENV_ALIASES) if environ.get(var)]
+    if len({value for _, value in named}) > 1:
+        listed = " and ".join(f"{var}={value}" for var, value in named)
+        raise ImplError(f"{listed} name different learner directories: unset one (or pass --impl=PATH)")
+    if named:
+        return _explicit(named[0][1], cwd, named[0][0])
     found = discover(cwd)
     if found is None:
         raise ImplError(

@@ -40,7 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--impl", dest="canon_impl", metavar="PATH", default=None,
-        help="learner directory laid out <area>/<module>.py (default: $MLCANON_IMPL, else practice/, "
+        help="learner directory laid out <area>/<module>.py (default: $MLCANON_IMPL or its alias $MLBOOK_IMPL, else practice/, "
         "src/mlbook/, mlbook/ or any canon-like folder here); --impl=canon_refs runs the references",
     )
     group.addoption(

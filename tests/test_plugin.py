@@ -105,6 +105,20 @@ def test_env_variable_names_the_learner_dir(pytester: pytest.Pytester, learner, 
     result.stdout.fnmatch_lines(["*elsewhere (from $MLCANON_IMPL)*"])
 
 
+def test_the_seeds_mlbook_impl_is_an_alias(pytester: pytest.Pytester, learner, monkeypatch) -> None:
+    path = learner(copy=["detection/boxes"], root="elsewhere")
+    monkeypatch.setenv("MLBOOK_IMPL", str(path))
+    result = pytester.runpytest("--canon-item=18", "-q")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*elsewhere (from $MLBOOK_IMPL)*"])
+    monkeypatch.setenv("MLCANON_IMPL", str(path))  # both naming the same directory is fine
+    assert pytester.runpytest("--canon-item=18", "-q").ret == 0
+    monkeypatch.setenv("MLCANON_IMPL", str(pytester.path))
+    result = pytester.runpytest("--canon-item=18", "-q")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: MLCANON_IMPL=* and MLBOOK_IMPL=* name different learner directories*"])
+
+
 def test_learner_module_is_used_by_the_items_built_on_it(pytester: pytest.Pytester, learner) -> None:
     learner(copy=["detection/nms"], files={"detection/boxes": BROKEN_BOX_IOU})
     result = pytester.runpytest("--canon-item=19", "--impl=practice", "-q")
