@@ -161,6 +161,47 @@ class Sandbox:
                                  "writes a fresh stub")
 
 
+@dataclass(frozen=True)
+class Started:
+    """What :func:`start` did: the files written, the running clock, and the attempt's allowance."""
+
+    sandbox: Sandbox
+    written: list[Written]
+    clock: progress.Clock
+    passes_before: int
+    allowed_min: float
+    warnings: list[str]
+
+    @property
+    def first(self) -> bool:
+        return self.passes_before == 0
+
+
+def start(root: Path, item: catalog.Item, practice: str | None) -> Started:
+    """``mlcanon drill``: write the item's fresh stub (archiving work it replaces) and start its clock.
+
+    Raises DrillError, StateError, SettingsError or NoReferenceError on bad input, OSError when a
+    file cannot be written.
+    """
+    from pytest_mlcanon.settings import read_pyproject, resolve
+
+    known = progress.snapshot(root)
+    sandbox = Sandbox.at(root, practice, must_exist=False,
+                         remembered=progress.remembered_practice(known, [item.slug]))
+    sandbox.require_drillable(item)
+    factor = resolve(cli={}, ini={}, pyproject=read_pyproject(root)).first_attempt_factor
+    now = progress.now()
+    written = sandbox.fresh_stub(item, now)
+    with progress.session(root) as current:
+        entry = current.entry(item.slug)
+        clock = progress.start_clock(entry, now)
+        progress.remember_practice(current, item.slug, sandbox.name)
+        passes = progress.passes_before(entry, clock.attempt)
+        warnings = [*known.warnings, *current.warnings]
+    allowed = item.minutes * (factor if passes == 0 else 1.0)
+    return Started(sandbox, written, clock, passes, allowed, warnings)
+
+
 def drillable(item: catalog.Item) -> bool:
     """True when the installed canon has the item's references and reference tests."""
     from pytest_mlcanon.run import in_canon
