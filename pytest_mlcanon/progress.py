@@ -19,6 +19,10 @@ stops the clock, and the next ``mlcanon drill`` starts attempt ``n + 1``. ``prac
 directory the item (and, at the top level, the last item) was drilled in: ``check``, ``reset`` and
 the next ``drill`` use it when no ``--practice``/``--impl`` is given.
 
+The practice chapters keep their exercises beside the items in the same shape (a clock and attempt
+records): ``"shapes"`` by problem name (``mlcanon shapes``) and ``"mocks"`` by session number, one
+record per mock interview with the rubric of each drill (``mlcanon mock``).
+
 Spaced repetition reads the records: a failed attempt is due again the next day, a passing one
 after 2, 4, 7, 14, 30 and then 60 days as the run of consecutive passes grows (an over-time pass
 counts as a pass but comes back the next day). Reading a module is not an attempt, so nothing is
