@@ -8,9 +8,10 @@
 80 to 90   explain it aloud: two minutes of set-up, five of walkthrough, then the follow-up
 =========  ==========================================================================
 
-*Yesterday's item* is the last item checked before today began. *Today's item* is the item whose
-clock started today, else the item checked last today, else the first item of this week's plan
-(:func:`pytest_mlcanon.plan.weekly`) other than yesterday's.
+*Yesterday's item* is the last item checked before today began. *Today's item* is the one you worked
+on last today (the latest of a clock started today on an attempt not yet passed, and a check made
+today), else the first item of this week's plan (:func:`pytest_mlcanon.plan.weekly`) other than
+yesterday's.
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ def last_attempts(current: progress.Session) -> list[Last]:
     return sorted(found, key=lambda last: last.end)
 
 
+def _attempt_passed(entry: dict[str, object], attempt: int) -> bool:
+    """True when the record of ``attempt`` says it passed (the attempt is over; its clock idles)."""
+    records = entry.get("attempts", [])
+    return isinstance(records, list) and any(
+        isinstance(r, dict) and r.get("attempt") == attempt and r.get("passed") for r in records)
+
+
 def plan_day(current: progress.Session, now: float, available: Callable[[catalog.Item], bool]) -> Day:
     """Yesterday's item and today's, from the attempt history in ``current``."""
     midnight = start_of_day(now)
@@ -69,14 +77,15 @@ def plan_day(current: progress.Session, now: float, available: Callable[[catalog
     yesterday = before[-1] if before else None
     summaries = {i.number: progress.summarize(current.peek(i.slug)) for i in catalog.all_items()}
     running = [(s.running.start, i) for i in catalog.all_items()
-               if (s := summaries[i.number]).running is not None and s.running.start >= midnight]
+               if (s := summaries[i.number]).running is not None and s.running.start >= midnight
+               and not _attempt_passed(current.peek(i.slug), s.running.attempt)]
     checked = today_checks[-1] if today_checks else None
     item: catalog.Item | None
-    if running:
-        item = max(running, key=lambda pair: pair[0])[1]
-        why = "its clock started today"
-    elif checked is not None:
-        item, why = checked.item, "you checked it today"
+    latest = max([*running, *((c.end, c.item) for c in today_checks[-1:])], key=lambda pair: pair[0], default=None)
+    if latest is not None:
+        item = latest[1]
+        why = "you checked it today" if checked is not None and latest == (checked.end, checked.item) \
+            else "its clock started today"
     else:
         week = plan.weekly(summaries, now, available)
         skip = yesterday.item.number if yesterday else None

@@ -150,3 +150,19 @@ def test_side_by_side_marks_and_folds() -> None:
     long = ["q" * 300]
     assert all(len(r) <= 80 for r in diffview.side_by_side(long, ["w"], width=80))
     assert progress.now() > 0
+
+
+def test_today_is_the_item_worked_on_last_and_a_pass_ends_its_clock(repo: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    now = datetime.now()
+    early = max(now - timedelta(minutes=30), now.replace(hour=0, minute=0, second=1, microsecond=0))
+    later = max(now - timedelta(minutes=5), early + timedelta(seconds=30))
+    write_history(repo, {"posttrain/dpo": [(later, True)]}, {"detection/nms": early, "posttrain/dpo": early})
+    data = json.loads((repo / ".mlcanon" / "progress.json").read_text())
+    data["items"]["posttrain/dpo"]["clock"]["attempt"] = 1  # the clock of the attempt that passed keeps idling
+    (repo / ".mlcanon" / "progress.json").write_text(json.dumps(data))
+    assert cli.main(["today"]) == 0
+    out = capsys.readouterr().out
+    assert "#55 posttrain/dpo" in out and "why today: you checked it today" in out
+    assert "clock: checked at " in out and ", passed" in out
+    assert "Target: 30 min on a first attempt" in out  # the pass was the first

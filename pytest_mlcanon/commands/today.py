@@ -6,8 +6,8 @@
  65-80   `mlcanon diff ITEM`: your attempt beside the reference; write the differences down
  80-90   explain it aloud: two minutes of set-up, five of walkthrough, then the follow-up question
 
-Yesterday's item is the last one you checked before today; today's is the one whose clock started
-today, else the one you checked today, else the first of this week's plan. Reads
+Yesterday's item is the last one you checked before today; today's is the one you worked on last
+today (a clock started, a check made), else the first of this week's plan. Reads
 .mlcanon/progress.json of your repo (from any subfolder) and changes nothing."""
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def _today(item: catalog.Item, plan: day.Day, factor: float, now: float) -> None
 
     _block(1, f"Read today's item, then close the book: {item.label}, {item.title} (taught in {item.taught_in})")
     print(f"        why today: {plan.why}")
-    first = plan.summary.passes == 0
+    passed_today = plan.checked_today is not None and plan.checked_today.passed
+    first = plan.summary.passes - (1 if passed_today else 0) == 0
     allowed = item.minutes * (factor if first else 1.0)
     target = (f"{allowed:.0f} min on a first attempt (twice the {item.minutes}-minute target)" if first
               else f"{item.minutes} min from memory")
@@ -119,7 +120,7 @@ def _clock(plan: day.Day, allowed: float, now: float) -> str:
 
     running = plan.summary.running
     checked = plan.checked_today
-    if running is not None:
+    if running is not None and not (checked is not None and checked.passed):
         used = (now - running.start) / 60.0
         left = allowed - used
         state = f"{left:.0f} min left" if left >= 0 else f"{-left:.0f} min over"
