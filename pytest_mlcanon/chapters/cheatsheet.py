@@ -37,6 +37,10 @@ class Row:
         """Everything a search looks in."""
         return " ".join((self.section, self.op, self.numpy, self.torch, self.gotcha)).lower()
 
+    def given(self) -> str:
+        """``x: (3, 4) float32; n: int = 5``: the inputs both columns run on."""
+        return "; ".join(arg.describe() for arg in self.args)
+
     def matches(self, term: str) -> bool:
         """True when every word of ``term`` occurs somewhere in the row (case-insensitive)."""
         return all(word in self.text() for word in term.lower().split())
@@ -104,6 +108,8 @@ def terminal(selected: tuple[Row, ...], width: int = 100) -> str:
             section = row.section
             out.append(f"\n== {titles[section]} ==")
         out.append(f"\n{row.op}")
+        if row.args:
+            out.append(f"  on       {row.given()}")
         out.append(f"  NumPy    {row.numpy}")
         out.append(f"  PyTorch  {row.torch}")
         out.extend(textwrap.wrap(row.gotcha, width=width, initial_indent="  gotcha   ",
@@ -116,14 +122,15 @@ def markdown() -> str:
     out = ["# NumPy <-> PyTorch cheat sheet", "",
            "One row per operation, with the gotcha that makes the row worth having. Every row is executable: "
            "the project's tests run both columns on the same random inputs and check they agree. In the "
-           "PyTorch column `F` is `torch.nn.functional`. Search it from the command line with "
+           "PyTorch column `F` is `torch.nn.functional`; under each operation, the inputs both columns run on. Search it from the command line with "
            "`mlcanon cheatsheet TERM`.", "",
            "Generated from `pytest_mlcanon/chapters/data/cheatsheet.toml` by `mlcanon cheatsheet --markdown`; "
            "edit the data, not this page.", ""]
     for key, title in sections():
         members = [r for r in rows() if r.section == key]
         out += [f"## {title}", "", "| operation | NumPy | PyTorch | gotcha |", "|---|---|---|---|"]
-        out += [f"| {r.op} | {_code(r.numpy)} | {_code(r.torch)} | {_cell(r.gotcha)} |" for r in members]
+        out += [f"| {r.op}{'<br>' + _cell(r.given()) if r.args else ''} | {_code(r.numpy)} | {_code(r.torch)} | "
+                f"{_cell(r.gotcha)} |" for r in members]
         out.append("")
     return "\n".join(out)
 
