@@ -11,9 +11,10 @@ The seed's schedule is five items a week, "twelve weeks for the canon ... Once t
 2. **Interleaving**: the new items alternate between the block you know best (the highest share of
    passed items) and the first block you have not finished, in the seed's block order, so
    retrieval stays hard; when one side has nothing ready the other side, then any block, fills in.
-3. **Prerequisites**: a new item is proposed only once every earlier item it builds on (the
-   catalog's depends-on column: the seed's orders of section 3, the RL chain among them) has passed
-   or sits earlier in this week's plan. New slots that nothing can fill go to more due items.
+3. **Prerequisites**: a new item is proposed only once every earlier item it builds on (what its
+   reference imports, and the seed's orders of section 3, the RL chain among them: the catalog's
+   ``depends_on`` and ``after``) has passed or sits earlier in this week's plan. New slots that
+   nothing can fill go to more due items.
 4. **Later passes** (every item attempted): items of the current pass in canon order, so the
    second pass restarts at #1 (see :func:`rotation`): an item never passed finishes the first pass
    before any second pass begins. "The second pass takes about a third of the time", so a later
@@ -98,8 +99,9 @@ class Plan:
 
 
 def prerequisites(item: catalog.Item) -> tuple[int, ...]:
-    """The earlier items ``item`` builds on (a later number in depends-on is an import, not an order)."""
-    return tuple(n for n in item.depends_on if n < item.number)
+    """The earlier items ``item`` waits for: those it imports and those the seed's order puts first
+    (a later number in depends-on is an import the item is learned before: the GPT's KV cache)."""
+    return tuple(dict.fromkeys(n for n in (*item.depends_on, *item.after) if n < item.number))
 
 
 def block_shares(state: Mapping[int, ItemProgress]) -> dict[int, float]:

@@ -157,3 +157,12 @@ def test_rotation_restarts_only_when_every_item_has_passed() -> None:
                                      passed_at=(now + DAY,))
     number, todo = plan.rotation(state, items)
     assert number == 2 and todo[0].number == 1 and len(todo) == 60  # #7's pass ended pass 1; nothing counts yet
+
+
+def test_the_seeds_order_sits_beside_the_imports_and_points_back() -> None:
+    for item in catalog.all_items():
+        assert all(1 <= n < item.number for n in item.after), item.label
+        assert not set(item.after) & set(item.depends_on), item.label  # an order no import already states
+    assert [plan.prerequisites(catalog.get(n)) for n in RL_CHAIN[1:]] == [(n,) for n in RL_CHAIN[:-1]]
+    assert set(plan.prerequisites(catalog.get(60))) == {31, 39, 42, 54, 55, 56, 59}
+    assert catalog.get(2).depends_on == ()  # logistic regression imports nothing: the order is not an import

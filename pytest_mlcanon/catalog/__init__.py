@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
-from pytest_mlcanon.catalog._table import ROWS
+from pytest_mlcanon.catalog._table import AFTER, ROWS
 
 __all__ = ["Item", "UnknownItemError", "all_items", "builds_on", "get", "items_for_module", "items_for_test_file",
            "module_mates", "select"]
@@ -25,7 +25,8 @@ class Item:
     ``modules`` are paths under ``canon_refs/`` without ``.py`` (``posttrain/dpo``); ``test_files`` are
     file names under ``canon_tests/``; ``forbidden`` are dotted names (a module prefix such as
     ``sklearn`` or a callable such as ``torch.nn.functional.scaled_dot_product_attention``) that the
-    learner's file may not use for this item.
+    learner's file may not use for this item. ``depends_on`` are the items whose modules the
+    reference imports; ``after`` the earlier items the seed's learning order puts first (``AFTER``).
     """
 
     number: int
@@ -40,6 +41,7 @@ class Item:
     depends_on: tuple[int, ...]
     forbidden: tuple[str, ...]
     framework: str
+    after: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
@@ -64,7 +66,7 @@ class UnknownItemError(ValueError):
 @cache
 def all_items() -> tuple[Item, ...]:
     """All sixty items in canon order."""
-    return tuple(Item(*row) for row in ROWS)
+    return tuple(replace(Item(*row), after=AFTER.get(row[0], ())) for row in ROWS)
 
 
 @cache
