@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import shutil
+import subprocess
 from pathlib import Path
 
 import _pytest.pytester
@@ -58,3 +59,18 @@ def learner(pytester: pytest.Pytester):
         return base
 
     return build
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    """An empty git repository: a learner's repo, which the commands find from any folder inside it."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    return tmp_path
+
+
+@pytest.fixture
+def from_subfolder(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``git_repo`` with a subfolder ``notes/`` as the current directory; returns the repo root."""
+    (git_repo / "notes").mkdir()
+    monkeypatch.chdir(git_repo / "notes")
+    return git_repo

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -20,11 +19,10 @@ GOOD_DPO = REPO / "examples" / "learners" / "good" / "posttrain" / "dpo.py"
 
 
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def repo(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A git repo as the current directory."""
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    monkeypatch.chdir(git_repo)
+    return git_repo
 
 
 def write_history(root: Path, items: dict[str, list[tuple[datetime, bool]]], clocks: dict[str, datetime]) -> None:

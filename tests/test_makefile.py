@@ -17,11 +17,9 @@ MLCANON = f"MLCANON={sys.executable} -m pytest_mlcanon.cli"
 
 
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    (tmp_path / "src").mkdir()
-    monkeypatch.chdir(tmp_path / "src")
-    return tmp_path
+def repo(from_subfolder: Path) -> Path:
+    """The learner's repo root, the current directory a subfolder of it."""
+    return from_subfolder
 
 
 def make(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

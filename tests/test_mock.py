@@ -133,10 +133,9 @@ def test_speed_comes_from_the_option_or_the_environment() -> None:
 # -- the command, as a learner runs it -----------------------------------------------------------------------
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    (tmp_path / "notes").mkdir()
-    return tmp_path
+def repo(git_repo: Path) -> Path:
+    (git_repo / "notes").mkdir()
+    return git_repo
 
 
 def mlcanon(*args: str, cwd: Path, **kwargs: object) -> subprocess.Popen[str]:

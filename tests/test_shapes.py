@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,12 +76,9 @@ def test_problems_are_found_by_number_name_or_unique_part_of_a_name() -> None:
 # -- the command, as a learner runs it ---------------------------------------------------------------------
 
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A git repo, with the learner in a subfolder of it."""
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    (tmp_path / "notes").mkdir()
-    monkeypatch.chdir(tmp_path / "notes")
-    return tmp_path
+def repo(from_subfolder: Path) -> Path:
+    """The learner's repo root, the current directory a subfolder of it."""
+    return from_subfolder
 
 
 WRONG = """import torch

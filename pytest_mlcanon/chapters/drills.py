@@ -9,12 +9,11 @@ axis for this drill, and the narration prompts; the follow-up question is the it
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from functools import cache
 
 from pytest_mlcanon import catalog
-from pytest_mlcanon.chapters import DataError, table
+from pytest_mlcanon.chapters import DataError, pick, table
 from pytest_mlcanon.chapters.explain import WALKTHROUGH_MINUTES
 from pytest_mlcanon.rubric.model import AXES
 
@@ -111,19 +110,9 @@ def mocks() -> tuple[Mock, ...]:
 
 
 def get(key: str) -> Drill:
-    """A drill by number, name, unique part of a name, or the item it is built on."""
-    text = key.strip().lstrip("#")
-    if text.isdigit() and 1 <= int(text) <= len(drills()):
-        return drills()[int(text) - 1]
-    exact = [d for d in drills() if text in (d.name, d.item.slug)]
-    partial = exact or [d for d in drills() if text and text in d.name]
-    if len(partial) == 1:
-        return partial[0]
-    if partial:
-        raise DrillError(f"drill {key!r} is ambiguous: {', '.join(d.name for d in partial)}")
-    close = difflib.get_close_matches(text, [d.name for d in drills()], n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else " (run `mlcanon drills` to list them)"
-    raise DrillError(f"unknown drill {key!r}{hint}")
+    """A drill by number, name, unique part of a name, or the slug of the item it is built on."""
+    return pick(key, drills(), lambda d: (d.name, d.item.slug), what="drill", listing="mlcanon drills",
+                error=DrillError)
 
 
 def mock(key: str) -> Mock:

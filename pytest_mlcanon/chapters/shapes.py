@@ -8,7 +8,6 @@ shape and values. Any correct spelling passes: only the result is compared, neve
 
 from __future__ import annotations
 
-import difflib
 import textwrap
 import traceback
 import types
@@ -20,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_mlcanon.chapters import DataError, compare, inputs, table
+from pytest_mlcanon.chapters import DataError, compare, inputs, pick, table
 
 SEEDS = (0, 1)
 FUNCTION = "solve"
@@ -83,24 +82,8 @@ def problems() -> tuple[Problem, ...]:
 
 
 def get(key: str) -> Problem:
-    """A problem by number (``9``) or name (``gather-token-logprobs``)."""
-    text = key.strip().lstrip("#")
-    if text.isdigit():
-        number = int(text)
-        if 1 <= number <= len(problems()):
-            return problems()[number - 1]
-        raise ShapesError(f"unknown shape drill {key!r}: they are numbered 1 to {len(problems())}")
-    for problem in problems():
-        if problem.name == text:
-            return problem
-    partial = [p for p in problems() if text and text in p.name]
-    if len(partial) == 1:
-        return partial[0]
-    if partial:
-        raise ShapesError(f"shape drill {key!r} is ambiguous: {', '.join(p.name for p in partial)}")
-    close = difflib.get_close_matches(text, [p.name for p in problems()], n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else " (run `mlcanon shapes` to list them)"
-    raise ShapesError(f"unknown shape drill {key!r}{hint}")
+    """A problem by number (``9``), name (``gather-token-logprobs``) or a unique part of its name."""
+    return pick(key, problems(), lambda p: (p.name,), what="shape drill", listing="mlcanon shapes", error=ShapesError)
 
 
 def reference(problem: Problem) -> Callable[..., Any]:
