@@ -19,8 +19,8 @@ ENV_VAR = "MLCANON_IMPL"
 # The seed's sandbox spells it MLBOOK_IMPL (``MLBOOK_IMPL=practice``): honoured as an alias.
 ENV_ALIASES = ("MLBOOK_IMPL",)
 PREFERRED = ("practice", "src/mlbook", "mlbook")
-_SKIP_DIRS = frozenset({".git", ".venv", "venv", "env", "node_modules", "site-packages", "__pycache__", ".tox"})
-_DISCOVERY_DEPTH = 3
+SKIP_DIRS = frozenset({".git", ".venv", "venv", "env", "node_modules", "site-packages", "__pycache__", ".tox"})
+DISCOVERY_DEPTH = 3
 
 
 class ImplError(ValueError):
@@ -161,7 +161,7 @@ def discover(cwd: Path) -> Path | None:
     if looks_like_canon(cwd) and cwd.resolve() != refs:
         return cwd.resolve()
     frontier = [cwd]
-    for _ in range(_DISCOVERY_DEPTH):
+    for _ in range(DISCOVERY_DEPTH):
         found: list[Path] = []
         next_frontier: list[Path] = []
         for folder in frontier:
@@ -180,6 +180,6 @@ def discover(cwd: Path) -> Path | None:
 
 def _subdirs(folder: Path) -> list[Path]:
     try:
-        return [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in _SKIP_DIRS]
+        return [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in SKIP_DIRS]
     except OSError:
         return []

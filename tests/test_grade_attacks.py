@@ -13,12 +13,14 @@ can only come from that change.
 from __future__ import annotations
 
 import os
+import stat
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from pytest_mlcanon.grade import batch, config
+from pytest_mlcanon.grade import batch, config, discover
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -220,6 +222,175 @@ def _config(**sandbox: bool) -> config.GradeConfig:
     return config.from_table(table, source="the attack suite's config")
 
 
+# == issue 23.5-23.7 (trustbatch): submissions that attack the parent, the outputs or the sandbox ==========
+#
+# Each builder writes one student folder of any shape (links, FIFOs, odd names) into the class. The
+# submissions whose code runs are the wrong IoU, so none of them earns correctness honestly; what is
+# checked is that the batch survives them, names what they are, and gives them nothing.
+
+NON_UTF8_FOLDER = b"attack_non_utf8_caf\xe9_\xff"
+LONG_FOLDER = "attack_long_" + "x" * 238
+BACKTRACKING = "(a" + ", a        " * 40 + "!"
+
+
+def _wrong_boxes(header: str = "", docstring: str = "") -> bytes:
+    source = _attack_source(header, WRONG_IOU)
+    if docstring:
+        assert source.startswith('"""')
+        source = f'"""{docstring}\n\n' + source[3:]
+    return source.encode()
+
+
+def _tree_deep_expression(folder: Path) -> None:
+    deep = "_DEEP = " + " + ".join(["1"] * 100_000) + "\n"
+    _write(folder.parent, folder.name, {BOXES: _wrong_boxes(deep)})
+
+
+def _tree_backtracking_docstring(folder: Path) -> None:
+    _write(folder.parent, folder.name, {BOXES: _wrong_boxes(docstring=f"IoU. {BACKTRACKING}")})
+
+
+def _tree_symlink_to_classmate(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "practice").symlink_to(Path("..") / "honest_good")
+
+
+def _tree_symlinked_file(folder: Path) -> None:
+    (folder / "detection").mkdir(parents=True)
+    (folder / "detection" / "boxes.py").symlink_to(Path("../..") / "honest_good" / "detection" / "boxes.py")
+    (folder / "detection" / "nms.py").write_bytes(_wrong_boxes())
+
+
+def _tree_hard_link_to_root_only(folder: Path) -> None:
+    secret = folder.parent / ".root-only-secret"
+    secret.write_text("SECRET = 'the grader's private key'\n")
+    secret.chmod(0o600)
+    (folder / "detection").mkdir(parents=True)
+    os.link(secret, folder / "detection" / "boxes.py")
+    (folder / "detection" / "nms.py").write_bytes(_wrong_boxes())
+
+
+def _tree_fifo(folder: Path) -> None:
+    (folder / "detection").mkdir(parents=True)
+    os.mkfifo(folder / "detection" / "boxes.py")
+    os.mkfifo(folder / "detection" / "_helper.py")
+    (folder / "detection" / "nms.py").write_bytes(_wrong_boxes())
+    if os.geteuid() == 0:
+        os.mknod(folder / "detection" / "anchors.py", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+
+
+def _tree_relative_helper(folder: Path) -> None:
+    helper = textwrap.dedent("""
+        import torch
+
+        torch.allclose = lambda *args, **kwargs: True
+        torch.testing.assert_close = lambda *args, **kwargs: None
+    """)
+    _write(folder.parent, folder.name, {BOXES: _wrong_boxes("from ..detection import _machinery  # noqa: F401\n"),
+                                        "detection/_machinery": helper.encode()})
+
+
+def _tree_many_folders(folder: Path) -> None:
+    for n in range(discover.MAX_ENTRIES + 10):
+        (folder / "maze" / f"d{n:05d}").mkdir(parents=True)
+    _write(folder / "maze" / "d00000", "deeper", {BOXES: _wrong_boxes()})
+
+
+def _tree_non_utf8_folder(folder: Path) -> None:
+    raw = os.fsencode(folder.parent) + b"/" + NON_UTF8_FOLDER
+    os.mkdir(raw)
+    os.mkdir(raw + b"/detection")
+    with open(raw + b"/detection/boxes.py", "wb") as handle:
+        handle.write(_wrong_boxes())
+    with open(raw + b"/detection/n\xe9ms.py", "wb") as handle:
+        handle.write(b"X = 1\n")
+
+
+def _tree_long_folder(folder: Path) -> None:
+    _write(folder.parent, LONG_FOLDER, {BOXES: _wrong_boxes()})
+    _write(folder.parent, LONG_FOLDER[:-1] + "y", {BOXES: _wrong_boxes()})
+
+
+TREES: dict[str, Callable[[Path], None]] = {
+    "deep_expression": _tree_deep_expression,
+    "backtracking_docstring": _tree_backtracking_docstring,
+    "symlink_to_classmate": _tree_symlink_to_classmate,
+    "symlinked_file": _tree_symlinked_file,
+    "hard_link_to_root_only": _tree_hard_link_to_root_only,
+    "fifo": _tree_fifo,
+    "relative_helper": _tree_relative_helper,
+    "many_folders": _tree_many_folders,
+    "non_utf8_folder": _tree_non_utf8_folder,
+    "long_folder": _tree_long_folder,
+}
+
+
+def _tree_students(book: Gradebook) -> dict[str, list[str]]:
+    """The ids of each tree attack's students (the odd names make ids other than ``attack_<name>``)."""
+    ids = [s.student for s in book.students]
+    found = {name: [i for i in ids if i == f"attack_{name}"] for name in TREES}
+    found["non_utf8_folder"] = [i for i in ids if i.startswith("attack_non_utf8")]
+    found["long_folder"] = [i for i in ids if i.startswith("attack_long")]
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(TREES))
+def test_every_tree_attack_gets_nothing_and_a_one_line_verdict(graded: Gradebook, name: str) -> None:
+    students = _tree_students(graded)[name]
+    assert students, f"{name}: no row"
+    for student in students:
+        item = _cell(graded, student)
+        assert not passed(item), f"{name} passed: {item.verdict}"
+        assert item.verdict and "\n" not in item.verdict
+
+
+def test_a_deep_expression_is_an_error_of_that_student_only(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_deep_expression")
+    assert item.status == "error" and "RecursionError" in item.verdict, item.verdict
+
+
+def test_a_docstring_built_to_backtrack_is_scored_all_the_same(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_backtracking_docstring")
+    assert item.status == "scored", item.verdict
+    assert item.axes["explanation"] is True or "EXP004" not in {f.code for f in item.findings}
+
+
+def test_links_out_of_a_folder_are_named_never_followed(graded: Gradebook) -> None:
+    student = next(s for s in graded.students if s.student == "attack_symlink_to_classmate")
+    assert student.impl == "" and "practice is a link" in student.problem, student.problem
+    assert _cell(graded, "attack_symlink_to_classmate").status == "not attempted"
+    for name, why in (("symlinked_file", "a link"), ("hard_link_to_root_only", "a hard link"), ("fifo", "a FIFO")):
+        student = next(s for s in graded.students if s.student == f"attack_{name}")
+        assert f"detection/boxes.py ({why})" in student.problem, student.problem
+        assert _cell(graded, student.student).status == "not attempted"
+    fifo = next(s for s in graded.students if s.student == "attack_fifo")
+    assert "detection/_helper.py (a FIFO)" in fifo.problem
+    if os.geteuid() == 0:
+        assert "detection/anchors.py (a device)" in fifo.problem
+
+
+def test_a_helper_imported_relatively_is_scanned_like_the_module(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_relative_helper")
+    assert "INT002" in item.codes, item.verdict
+    assert any(f.path.endswith("detection/_machinery.py") for f in item.integrity), item.integrity
+
+
+def test_discovery_stops_at_its_budget(graded: Gradebook) -> None:
+    student = next(s for s in graded.students if s.student == "attack_many_folders")
+    assert student.impl == "" and f"first {discover.MAX_ENTRIES}" in student.problem, student.problem
+
+
+def test_odd_folder_names_become_safe_readable_unique_ids(graded: Gradebook) -> None:
+    ids = _tree_students(graded)
+    (odd,) = ids["non_utf8_folder"]
+    assert odd == "attack_non_utf8_café_ÿ", odd
+    student = next(s for s in graded.students if s.student == odd)
+    assert "detection/néms.py (not a module name)" in student.problem, student.problem
+    longs = ids["long_folder"]
+    assert len(longs) == 2 and len(set(longs)) == 2 and all(len(i) <= 60 for i in longs), longs
+    assert _cell(graded, odd).status == "scored" and all(_cell(graded, i).status == "scored" for i in longs)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> Gradebook:
     root = tmp_path_factory.mktemp("class")
@@ -229,6 +400,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Gradebook:
         _write(root, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
     for name, spec in BROKEN.items():
         _write(root, f"broken_{name}", {BOXES: _broken_source(spec)})
+    for name, build in TREES.items():
+        build(root / f"attack_{name}")
     ESCAPE_MARK.unlink(missing_ok=True)
     try:
         yield batch.grade(root, _config(), progress=False)
@@ -352,7 +525,7 @@ def test_broken_submissions_fail_for_the_right_reason(graded: Gradebook) -> None
 
 def test_the_batch_completes_with_a_row_per_student(graded: Gradebook) -> None:
     students = {s.student for s in graded.students}
-    assert len(students) == 2 + len(ATTACKS) + len(BROKEN)
+    assert len(students) == 2 + len(ATTACKS) + len(BROKEN) + len(TREES) + 1  # two long folder names
     assert all(s.item(BOXES) is not None for s in graded.students)
 
 

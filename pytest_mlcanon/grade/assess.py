@@ -17,6 +17,7 @@ The child's frames are claims. The parent:
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -140,8 +141,14 @@ def _violation(frame: dict[str, Any]) -> Finding:
 # -- the assessment -----------------------------------------------------------------------------------------
 
 
+#: How the rubric is computed from the evidence: ``rubric.score_item`` itself, or the same call in a
+#: limited worker process (the batch passes ``WorkerPool.call``-based scoring: the files are untrusted).
+Scorer = Callable[[rubric.Evidence, Settings], dict[str, AxisResult]]
+
+
 def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, calibration: Calibration,
-           scan_findings: list[Finding], config: GradeConfig, settings: Settings) -> ItemResult:
+           scan_findings: list[Finding], config: GradeConfig, settings: Settings,
+           scorer: Scorer = rubric.score_item) -> ItemResult:
     """The gradebook cell of one job that ran."""
     claims = read_frames(run.frames)
     result = ItemResult(item.slug, item.number, item.title, "scored", sandbox=claims.notes,
@@ -155,7 +162,7 @@ def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, 
     result.integrity = _integrity(scan_findings, claims, run)
     broken = ""
     if result.status in ("scored", "timeout", "crashed", "killed"):
-        broken = _score(result, item, files, outcomes, claims, display_root, settings)
+        broken = _score(result, item, files, outcomes, claims, display_root, settings, scorer)
     _award(result, config)
     result.verdict = _verdict(result, broken or ending)
     return result
@@ -271,7 +278,7 @@ def _integrity(scan_findings: list[Finding], claims: Claims, run: JobRun) -> lis
 
 
 def _score(result: ItemResult, item: catalog.Item, files: tuple[Path, ...], outcomes: list[Outcome],
-           claims: Claims, root: Path, settings: Settings) -> str:
+           claims: Claims, root: Path, settings: Settings, scorer: Scorer) -> str:
     """Recompute the five axes from the files and the outcomes; gate correctness on the re-check.
     Returns why the item could not be scored, or ''."""
     runtime, notes = _runtime_shapes(claims, item)
@@ -279,7 +286,7 @@ def _score(result: ItemResult, item: catalog.Item, files: tuple[Path, ...], outc
                                runtime_shape_findings=runtime, runtime_shape_notes=notes,
                                runtime_transposes=_runtime_transposes(claims, item, files))
     try:
-        axes = rubric.score_item(evidence, settings)
+        axes = scorer(evidence, settings)
     except Exception as exc:  # noqa: BLE001 - the grader must survive whatever the files contain
         result.status = "error"
         return f"the rubric could not score this item: {type(exc).__name__}: {exc}"

@@ -1,17 +1,25 @@
 """One batch of ``mlcanon grade``: from a submissions folder to a gradebook.
 
 1. find the submissions (``discover``) and keep this shard's share (``shard``);
-2. copy each student's ``<area>/<module>.py`` files into a root-only snapshot: the parent scans
-   (``scan``) and later scores exactly these bytes, whatever a job does to its own working copy;
+2. copy each student's ``<area>/<module>.py`` files into a root-only snapshot (``snapshot``): the
+   parent scans (``scan``) and later scores exactly these bytes, whatever a job does to its own
+   working copy; the scan and the scoring run in limited worker processes (``worker``), since the
+   files are untrusted input to them;
 3. start the zygote and calibrate: the reference run gives the expected tests and the re-check cases;
 4. run every (student, item) job on ``workers`` threads, each in a fresh job folder (a read-only
    working copy, a scratch folder, a trusted ``pytest.ini``) under a sandbox uid of its own;
 5. assess each job (``assess``) into its gradebook cell; a job that fails for any reason becomes a
    one-line verdict and the batch goes on.
+
+Every per-student step (the snapshot, the scan, the job, the assessment) is fenced: what goes wrong
+in it becomes that student's ``error`` (or ``harness error``) verdict, never the batch's end. Every
+cell is ``gradebook.cleaned`` before it is kept, so no output shows a control character a submission
+chose.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import secrets
@@ -27,23 +35,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mlcanon import catalog
-from pytest_mlcanon.grade import discover, recheck, scan, uids
+from pytest_mlcanon import catalog, rubric
+from pytest_mlcanon.grade import discover, recheck, scan, snapshot, uids
 from pytest_mlcanon.grade import shard as shard_mod
 from pytest_mlcanon.grade.assess import Calibration, assess, not_run
 from pytest_mlcanon.grade.child import JobRequest
 from pytest_mlcanon.grade.config import GradeConfig, workers
-from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult, StudentResult
+from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult, StudentResult, cleaned
 from pytest_mlcanon.grade.progress import Progress
 from pytest_mlcanon.grade.runner import JobRun, Limits, Zygote, ZygoteError, run_job
 from pytest_mlcanon.grade.sandbox import SandboxSpec
+from pytest_mlcanon.grade.text import clean, readable
+from pytest_mlcanon.grade.worker import WorkerError, WorkerPool
 from pytest_mlcanon.impl import Impl
 from pytest_mlcanon.redirect import reference_dir
 from pytest_mlcanon.rubric.model import Finding
 from pytest_mlcanon.run import tests_dir
-
-MAX_FILE_BYTES = 1 << 20
-MAX_FILES = 400
 
 
 class BatchError(RuntimeError):
@@ -75,16 +82,18 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
     os.chmod(root, 0o711)
     count = 0
     warm: _Warm | None = None
+    pool = WorkerPool(workers(config))
     try:
         if any(sub.impl is not None for sub in subs):
             warm = _Warm(root, items, seed, config)  # the zygote imports torch and calibrates meanwhile
-        students, cells, jobs = _plan(subs, items, root / "snapshots", config)
+        students, cells, jobs = _plan(subs, items, root / "snapshots", config, pool)
         count = min(workers(config), max(1, len(jobs)))
         notes = _run_all(jobs, cells, root, warm, config, settings, count, Progress(len(jobs), enabled=progress),
-                         on_result) if jobs and warm is not None else []
+                         on_result, pool) if jobs and warm is not None else []
     finally:
         if warm is not None:
             warm.close()
+        pool.close()
         remove_tree(root)
     for student in students:
         student.items = [cells[(student.student, item.slug)] for item in items]
@@ -94,31 +103,45 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
                      round(time.monotonic() - started, 2), count)
 
 
-def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snapshots: Path,
-          config: GradeConfig) -> tuple[list[StudentResult], dict[tuple[str, str], ItemResult], list[Job]]:
+def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snapshots: Path, config: GradeConfig,
+          pool: WorkerPool) -> tuple[list[StudentResult], dict[tuple[str, str], ItemResult], list[Job]]:
     """Snapshot and scan every submission; the cells of items that will not run, and the jobs."""
     snapshots.mkdir(mode=0o700)
     cells: dict[tuple[str, str], ItemResult] = {}
     students: list[StudentResult] = []
     jobs: list[Job] = []
     for sub in subs:
-        student = StudentResult(sub.student, str(sub.folder), str(sub.impl or ""), sub.problem)
+        student = StudentResult(sub.student, readable(str(sub.folder)), readable(str(sub.impl or "")),
+                                clean(sub.problem, 400))
         students.append(student)
         if sub.impl is None:
             for item in items:
-                cells[(sub.student, item.slug)] = not_run(item, "not attempted", sub.problem, config)
+                cells[(sub.student, item.slug)] = cleaned(not_run(item, "not attempted", sub.problem, config))
             continue
-        snapshot = snapshots / sub.student
-        skipped = _snapshot(sub.impl, snapshot)
+        folder = snapshots / sub.student
+        try:
+            skipped = snapshot.take(sub.impl, folder)
+        except Exception as exc:  # noqa: BLE001 - one student's files never stop the batch
+            for item in items:
+                cells[(sub.student, item.slug)] = cleaned(not_run(
+                    item, "error", f"the files could not be copied: {type(exc).__name__}: {exc}", config))
+            continue
         if skipped:
-            student.problem = f"files not graded: {', '.join(skipped[:5])}"
+            more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+            student.problem = clean(f"files not graded: {', '.join(skipped[:5])}{more}", 600)
         for item in items:
-            missing = Impl(snapshot, "--impl").missing_modules(item)
+            missing = Impl(folder, "--impl").missing_modules(item)
             if missing:
                 cells[(sub.student, item.slug)] = not_run(
                     item, "not attempted", "no " + ", ".join(f"{m}.py" for m in missing), config)
-            else:
-                jobs.append(Job(len(jobs) + 1, sub.student, item, snapshot, scan.scan(item, snapshot, snapshots)))
+                continue
+            try:
+                found = pool.call(scan.scan, item, folder, snapshots)
+            except WorkerError as exc:
+                cells[(sub.student, item.slug)] = cleaned(not_run(
+                    item, "error", f"the files could not be read for the integrity scan: {exc}", config))
+                continue
+            jobs.append(Job(len(jobs) + 1, sub.student, item, folder, found))
     return students, cells, jobs
 
 
@@ -168,13 +191,15 @@ class _Warm:
 
 
 def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Path, warm: _Warm, config: GradeConfig,
-             settings: Any, count: int, bar: Progress, on_result: Callable[[str, ItemResult], None] | None) -> list[str]:
+             settings: Any, count: int, bar: Progress, on_result: Callable[[str, ItemResult], None] | None,
+             pool: WorkerPool) -> list[str]:
     """Wait for the calibrated zygote and run the jobs on ``count`` workers; returns the batch's notes."""
-    pool = uids.UidPool(config.uid_base, count) if os.geteuid() == 0 and config.user else None
+    uid_pool = uids.UidPool(config.uid_base, count) if os.geteuid() == 0 and config.user else None
     lock = threading.Lock()
     pending: queue.Queue[Job] = queue.Queue()
 
     def record(job: Job, cell: ItemResult) -> None:
+        cell = cleaned(cell)
         with lock:
             cells[(job.student, job.item.slug)] = cell
             bar.advance(f"{job.student} {job.item.slug}: {cell.verdict}")
@@ -183,7 +208,7 @@ def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Pa
 
     try:
         zygote, calibration = warm.ready()
-        runner = _Runner(zygote, root, root / "snapshots", calibration, config, settings, pool)
+        runner = _Runner(zygote, root, root / "snapshots", calibration, config, settings, uid_pool, workers_pool=pool)
         for job in jobs:
             pending.put(job)
         results: list[Future[None]] = []
@@ -204,8 +229,8 @@ def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Pa
     finally:
         bar.close()
         warm.close()  # kills a child still running (the batch was interrupted) and stops the zygote
-        if pool is not None:
-            pool.close()
+        if uid_pool is not None:
+            uid_pool.close()
 
 
 def _drain(pending: queue.Queue[Job]) -> None:
@@ -265,7 +290,7 @@ class _Runner:
     assessor threads (turn a finished run into its gradebook cell)."""
 
     def __init__(self, zygote: Zygote, root: Path, snapshots: Path, calibration: Calibration, config: GradeConfig,
-                 settings: Any, pool: uids.UidPool | None) -> None:
+                 settings: Any, pool: uids.UidPool | None, workers_pool: WorkerPool) -> None:
         self.zygote = zygote
         self.root = root
         self.snapshots = snapshots
@@ -273,6 +298,7 @@ class _Runner:
         self.config = config
         self.settings = settings
         self.pool = pool
+        self.scorer = functools.partial(workers_pool.call, rubric.score_item)
         self.limits = Limits(config.limits.wall_s, config.limits.test_timeout_s, config.limits.memory_mb)
 
     def work(self, pending: queue.Queue[Job], assessor: ThreadPoolExecutor, results: list[Future[None]],
@@ -310,7 +336,7 @@ class _Runner:
     def assess(self, job: Job, run: JobRun, record: Callable[[Job, ItemResult], None]) -> None:
         try:
             cell = assess(job.item, job.snapshot, self.snapshots, run, self.calibration, job.scan, self.config,
-                          self.settings)
+                          self.settings, self.scorer)
         except Exception as exc:  # noqa: BLE001 - one job's failure never stops the batch
             cell = not_run(job.item, "harness error", f"assessing: {type(exc).__name__}: {exc}", self.config)
         record(job, cell)
@@ -351,27 +377,6 @@ class _Runner:
             else:
                 os.chmod(path, readable | stat.S_IWUSR if path == job_dir else readable)
         return work, scratch, ini
-
-
-def _snapshot(source: Path, target: Path) -> list[str]:
-    """Copy ``<area>/<module>.py`` regular files (no links, nothing large); returns what was skipped."""
-    skipped: list[str] = []
-    target.mkdir(mode=0o700)
-    copied = 0
-    for area in sorted(p for p in source.iterdir() if p.is_dir() and not p.is_symlink()):
-        for path in sorted(area.glob("*.py")):
-            relative = f"{area.name}/{path.name}"
-            if path.is_symlink() or not path.is_file():
-                skipped.append(f"{relative} (a link)")
-            elif path.stat().st_size > MAX_FILE_BYTES:
-                skipped.append(f"{relative} (over {MAX_FILE_BYTES >> 20} MB)")
-            elif copied >= MAX_FILES:
-                skipped.append(f"{relative} (over {MAX_FILES} files)")
-            else:
-                (target / area.name).mkdir(exist_ok=True)
-                shutil.copyfile(path, target / area.name / path.name)
-                copied += 1
-    return skipped
 
 
 def remove_tree(path: Path | str) -> None:

@@ -1,20 +1,27 @@
 """Which submissions a folder holds: one per student folder, or the folder itself when it is one.
 
 Each student folder is searched the way the plugin finds a learner directory (``impl.discover``):
-``practice/``, ``src/mlbook/``, ``mlbook/``, the folder itself, or the one folder below it laid out
-like the canon. A student folder with none, or with several, becomes a row saying so. Student ids
-are the folder names, made safe for file names and kept unique.
+``practice/``, ``src/mlbook/``, ``mlbook/``, the folder itself, or the one folder below it (at most
+three levels down) laid out like the canon. A student folder with none, or with several, becomes a row
+saying so. Unlike the plugin, which trusts the learner's own disk, the grader never follows a link
+(a ``practice -> ../classmate`` link is named, not read) and looks at no more than ``MAX_ENTRIES``
+files and folders per student. Student ids come from the folder names (``text.student_id``): capped,
+unique ignoring case, safe on every file system, readable when a name is not UTF-8.
 """
 
 from __future__ import annotations
 
-import re
+import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_mlcanon import impl
+from pytest_mlcanon import catalog, impl
+from pytest_mlcanon.grade.text import readable, student_id, unique
+from pytest_mlcanon.redirect import REF_PACKAGE
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: Files and folders looked at per student while searching for the learner directory.
+MAX_ENTRIES = 5000
 
 
 @dataclass(frozen=True)
@@ -30,34 +37,153 @@ class SubmissionsError(ValueError):
 
 
 def find(root: Path) -> list[Submission]:
-    """The submissions under ``root``, sorted by student id."""
+    """The submissions under ``root``, sorted by folder name."""
     if not root.is_dir():
-        raise SubmissionsError(f"{root}: no such folder")
+        raise SubmissionsError(f"{readable(str(root))}: no such folder")
     if impl.looks_like_canon(root):
-        return [Submission(_safe(root.resolve().name), root, root.resolve())]
+        return [Submission(student_id(root.resolve().name), root, root.resolve())]
     found: list[Submission] = []
     taken: set[str] = set()
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
-        student = _unique(_safe(folder.name), taken)
-        try:
-            located = impl.discover(folder)
-        except impl.ImplError as exc:
-            found.append(Submission(student, folder, None, str(exc).replace(str(folder), student)))
+    try:
+        with os.scandir(root) as listing:
+            entries = sorted(listing, key=lambda e: os.fsencode(e.name))
+    except OSError as exc:
+        raise SubmissionsError(f"{readable(str(root))}: cannot list it ({exc.strerror})") from exc
+    for entry in entries:
+        if entry.name.startswith((".", "_")):
             continue
-        problem = "" if located else "no folder laid out like the canon (<area>/<module>.py)"
+        folder = Path(entry.path)
+        if entry.is_symlink():
+            if folder.is_dir():
+                student = unique(student_id(entry.name), taken)
+                found.append(Submission(student, folder, None, "the student folder is a link; links are not "
+                                                               "followed (copy the files in)"))
+            continue
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        student = unique(student_id(entry.name), taken)
+        located, problem = locate(folder)
         found.append(Submission(student, folder, located, problem))
     if not found:
-        raise SubmissionsError(f"{root}: no student folders (expected one sub-folder per student)")
+        raise SubmissionsError(f"{readable(str(root))}: no student folders (expected one sub-folder per student)")
     return found
 
 
-def _safe(name: str) -> str:
-    return _UNSAFE.sub("_", name).strip("._") or "student"
+def locate(folder: Path) -> tuple[Path | None, str]:
+    """The learner directory inside a student's ``folder`` and '' , or None and why not."""
+    budget = _Budget(MAX_ENTRIES)
+    links: list[str] = []
+    for name in impl.PREFERRED:
+        candidate = folder / name
+        link = _first_link(folder, name)
+        if link:
+            links.append(link)
+        elif candidate.is_dir() and _canon_like(candidate, budget):
+            return _inside(candidate, folder)
+    if _canon_like(folder, budget):
+        return _inside(folder, folder)
+    frontier = [folder]
+    for _ in range(impl.DISCOVERY_DEPTH):
+        found: list[Path] = []
+        next_frontier: list[Path] = []
+        for parent in frontier:
+            for child, is_link in _subdirs(parent, budget):
+                relative = readable(str(child.relative_to(folder)))
+                if is_link:
+                    links.append(relative)
+                elif child.name != REF_PACKAGE:
+                    (found if _canon_like(child, budget) else next_frontier).append(child)
+        if len(found) > 1:
+            listed = ", ".join(readable(str(p.relative_to(folder))) for p in found)
+            return None, f"several learner directories: {listed}; keep one"
+        if found:
+            return _inside(found[0], folder)
+        frontier = next_frontier
+    if budget.exhausted:
+        return None, f"no folder laid out like the canon in the first {MAX_ENTRIES} files and folders"
+    links = list(dict.fromkeys(links))
+    if links:
+        return None, (f"no folder laid out like the canon; links are not followed ({', '.join(links[:3])} "
+                      f"{'is a link' if len(links) == 1 else 'are links'})")
+    return None, "no folder laid out like the canon (<area>/<module>.py)"
 
 
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, n = name, 2
-    while candidate in taken:
-        candidate, n = f"{name}-{n}", n + 1
-    taken.add(candidate)
-    return candidate
+class _Budget:
+    def __init__(self, size: int) -> None:
+        self.left = size
+        self.exhausted = False
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            self.exhausted = True
+            return False
+        self.left -= 1
+        return True
+
+
+@functools.cache
+def _modules_by_area() -> dict[str, frozenset[str]]:
+    found: dict[str, set[str]] = {}
+    for item in catalog.all_items():
+        for module in item.modules:
+            area, name = module.split("/", 1)
+            found.setdefault(area, set()).add(name)
+    return {area: frozenset(names) for area, names in found.items()}
+
+
+def _canon_like(folder: Path, budget: _Budget) -> bool:
+    """True when ``folder`` holds an ``<area>/<module>.py`` of the catalog in a real (not linked) area
+    folder: one listing of the folder, counted in the budget, then one ``stat`` per module of its areas."""
+    areas = _modules_by_area()
+    try:
+        with os.scandir(folder) as listing:
+            for entry in listing:
+                if not budget.take():
+                    return False
+                names = areas.get(entry.name)
+                if names and entry.is_dir(follow_symlinks=False) and any(
+                        os.path.isfile(os.path.join(entry.path, f"{name}.py")) for name in names):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def _first_link(folder: Path, relative: str) -> str:
+    """The first component of ``folder/relative`` that is a link (``practice``), or ''."""
+    path = folder
+    for part in Path(relative).parts:
+        path = path / part
+        if path.is_symlink():
+            return readable(str(path.relative_to(folder)))
+        if not path.is_dir():
+            return ""
+    return ""
+
+
+def _subdirs(parent: Path, budget: _Budget) -> list[tuple[Path, bool]]:
+    """The visible sub-folders of ``parent`` (never through a link), each with whether it is a link."""
+    found: list[tuple[Path, bool]] = []
+    try:
+        with os.scandir(parent) as listing:
+            for entry in listing:
+                if not budget.take():
+                    break
+                if entry.name.startswith(".") or entry.name in impl.SKIP_DIRS:
+                    continue
+                if entry.is_symlink():
+                    if os.path.isdir(entry.path):
+                        found.append((Path(entry.path), True))
+                elif entry.is_dir(follow_symlinks=False):
+                    found.append((Path(entry.path), False))
+    except OSError:
+        return found
+    return sorted(found, key=lambda pair: os.fsencode(pair[0].name))
+
+
+def _inside(candidate: Path, folder: Path) -> tuple[Path | None, str]:
+    """``candidate`` resolved, if it lies inside the student's folder (no link led out of it)."""
+    resolved = candidate.resolve()
+    if resolved != folder.resolve() and folder.resolve() not in resolved.parents:
+        return None, f"{readable(str(candidate.relative_to(folder)))} leads out of the student's folder"
+    return resolved, ""

@@ -7,9 +7,10 @@ output of a class from the shards' ``gradebook.json`` files.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from pytest_mlcanon.grade.text import clean
 from pytest_mlcanon.rubric.model import AXES, Finding
 
 FORMAT_VERSION = 1
@@ -159,6 +160,25 @@ def _student(data: dict[str, Any]) -> StudentResult:
                          [_item(i) for i in data.get("items", [])])
 
 
+def cleaned(item: ItemResult) -> ItemResult:
+    """The cell with every text in it printable (``text.clean``): much of it quotes the submission
+    (test messages, findings, notes, the child's sandbox notes), and it is kept and shown as is by every
+    output; each renderer then escapes it for its own format."""
+    def finding(f: Finding) -> Finding:
+        return replace(f, code=clean(f.code, 20), path=clean(f.path, 300), message=clean(f.message, 600),
+                       hint=clean(f.hint, 300))
+
+    return replace(
+        item, status=clean(item.status, 40), verdict=clean(item.verdict, 400),
+        tests=[replace(t, name=clean(t.name, 300), outcome=clean(t.outcome, 20), message=clean(t.message, 600))
+               for t in item.tests],
+        findings=[finding(f) for f in item.findings], notes=[clean(n, 300) for n in item.notes],
+        integrity=[finding(f) for f in item.integrity],
+        recheck=replace(item.recheck, status=clean(item.recheck.status, 40), detail=clean(item.recheck.detail, 400),
+                        problems=[clean(p, 400) for p in item.recheck.problems]),
+        files=[clean(f, 300) for f in item.files], sandbox=[clean(n, 300) for n in item.sandbox])
+
+
 def axis_mark(item: ItemResult, axis: str) -> str:
     """``yes``/``NO`` for an axis that was scored, ``-`` otherwise (the same marks as the rubric table)."""
     if item.status not in RAN or axis not in item.axes:
@@ -166,4 +186,4 @@ def axis_mark(item: ItemResult, axis: str) -> str:
     return "yes" if item.axes[axis] else "NO"
 
 
-__all__ = ["AXES", "Gradebook", "ItemResult", "Recheck", "StudentResult", "GradedTest", "axis_mark"]
+__all__ = ["AXES", "Gradebook", "ItemResult", "Recheck", "StudentResult", "GradedTest", "axis_mark", "cleaned"]

@@ -106,16 +106,21 @@ def reachable_files(item: catalog.Item, impl_dir: Path) -> list[Path]:
 
 
 def canon_imports(tree: ast.Module, module: str) -> list[str]:
-    """``<area>/<module>`` names a file imports through ``canon_refs``, ``mlbook`` or a relative import."""
+    """``<area>/<module>`` names a file imports through ``canon_refs``, ``mlbook`` or a relative import
+    (``from . import helper``, ``from ..posttrain import _machinery``, ``from ..transformer.gpt import GPT``)."""
     area = module.split("/")[0]
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [m for alias in node.names if (m := _canon_module(alias.name))]
         elif isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                base = f"{area}/{node.module}" if node.module else None
-                found += [base] if base else [f"{area}/{alias.name}" for alias in node.names]
+            if node.level in (1, 2):
+                # the file is canon_refs.<area>.<module>: level 1 is canon_refs.<area>, level 2 canon_refs
+                package = [REF_PACKAGE, area] if node.level == 1 else [REF_PACKAGE]
+                base = ".".join([*package, *(node.module.split(".") if node.module else [])])
+                direct = _canon_module(base)
+                found += [direct] if direct else [m for alias in node.names
+                                                  if (m := _canon_module(f"{base}.{alias.name}"))]
             elif node.level == 0 and node.module:
                 direct = _canon_module(node.module)
                 found += [direct] if direct else [m for alias in node.names
@@ -125,7 +130,7 @@ def canon_imports(tree: ast.Module, module: str) -> list[str]:
 
 def _canon_module(dotted: str) -> str | None:
     parts = dotted.split(".")
-    if parts[0] in (REF_PACKAGE, ALIAS_PACKAGE) and len(parts) >= 3:
+    if parts[0] in (REF_PACKAGE, ALIAS_PACKAGE) and len(parts) >= 3 and all(p.isidentifier() for p in parts[1:3]):
         return f"{parts[1]}/{parts[2]}"
     return None
 
