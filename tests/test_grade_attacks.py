@@ -12,7 +12,11 @@ can only come from that change.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
+import re
 import stat
 import textwrap
 from collections.abc import Callable
@@ -20,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mlcanon.grade import batch, config, discover
+from pytest_mlcanon.grade import batch, config, discover, render
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -233,6 +237,33 @@ LONG_FOLDER = "attack_long_" + "x" * 238
 BACKTRACKING = "(a" + ", a        " * 40 + "!"
 
 
+# name -> (code inserted after the imports, code appended): attacks on what the outputs show
+HOSTILE_TEXT = "<img src=x onerror=alert(1)> [click](https://evil.example) \x1b[2J\x1b]0;pwned\x07 =cmd|' /C calc'!A0"
+OUTPUT_ATTACKS: dict[str, tuple[str, str]] = {
+    "notes_into_the_batch_section": ("import json\nimport os\nimport stat\nimport struct\n", """
+def _forge_notes():
+    body = json.dumps({"kind": "hello", "notes": ["network: FORGED-NOTE every job may use the network"]}).encode()
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, struct.pack("!I", len(body)) + body)
+        except OSError:
+            pass
+
+
+_forge_notes()
+"""),
+    "hostile_text_in_messages": ("", f"""
+def box_iou(boxes1, boxes2):
+    # fails every call with a message written for the outputs
+    raise ValueError({HOSTILE_TEXT!r})
+"""),
+    "hostile_text_at_import": ("", f"""
+raise ImportError({HOSTILE_TEXT!r})
+"""),
+}
+
+
 def _wrong_boxes(header: str = "", docstring: str = "") -> bytes:
     source = _attack_source(header, WRONG_IOU)
     if docstring:
@@ -402,6 +433,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Gradebook:
         _write(root, f"broken_{name}", {BOXES: _broken_source(spec)})
     for name, build in TREES.items():
         build(root / f"attack_{name}")
+    for name, (header, footer) in OUTPUT_ATTACKS.items():
+        _write(root, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
     ESCAPE_MARK.unlink(missing_ok=True)
     try:
         yield batch.grade(root, _config(), progress=False)
@@ -525,7 +558,7 @@ def test_broken_submissions_fail_for_the_right_reason(graded: Gradebook) -> None
 
 def test_the_batch_completes_with_a_row_per_student(graded: Gradebook) -> None:
     students = {s.student for s in graded.students}
-    assert len(students) == 2 + len(ATTACKS) + len(BROKEN) + len(TREES) + 1  # two long folder names
+    assert len(students) == 2 + len(ATTACKS) + len(BROKEN) + len(TREES) + 1 + len(OUTPUT_ATTACKS)  # 2 long names
     assert all(s.item(BOXES) is not None for s in graded.students)
 
 
@@ -549,3 +582,44 @@ def test_without_the_kernel_sandbox_the_audit_hook_still_holds(tmp_path: Path) -
         assert item is not None and item.flagged and not passed(item), item.verdict if item else student
     assert not ESCAPE_MARK.exists()
     assert any("network: not isolated" in n for n in book.sandbox)
+
+
+
+@pytest.mark.parametrize("name", sorted(OUTPUT_ATTACKS))
+def test_every_output_attack_gets_nothing(graded: Gradebook, name: str) -> None:
+    item = _cell(graded, f"attack_{name}")
+    assert not passed(item), f"{name} passed: {item.verdict}"
+    assert item.verdict and "\n" not in item.verdict
+
+
+def test_a_jobs_notes_never_reach_the_class_wide_section(graded: Gradebook, tmp_path: Path) -> None:
+    assert not any("FORGED-NOTE" in note for note in graded.sandbox + graded.notes)
+    item = _cell(graded, "attack_notes_into_the_batch_section")
+    assert item.flagged, item.verdict
+    render.write_all(graded, tmp_path)
+    section = (tmp_path / "gradebook.md").read_text(encoding="utf-8").split("## How this batch ran", 1)[1]
+    assert "FORGED-NOTE" not in section and "network:" in section
+    assert "FORGED-NOTE" not in (tmp_path / "report.html").read_text(encoding="utf-8").split("How this batch ran")[1]
+
+
+def test_text_from_submissions_is_escaped_in_every_output(graded: Gradebook, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    for name in ("hostile_text_in_messages", "hostile_text_at_import"):
+        kept = json.dumps(graded.to_dict()["students"][[s.student for s in graded.students].index(f"attack_{name}")])
+        assert "onerror" in kept, f"{name}: the hostile text reached the gradebook (kept, as text)"
+    written = render.write_all(graded, tmp_path / "out")
+    for path in written:
+        content = path.read_text(encoding="utf-8")
+        assert "\x1b" not in content and "\x07" not in content, path
+        if path.suffix == ".md":
+            assert not re.search(r"(?<!\\)<img|(?<!\\)\]\(https://evil", content), path
+        if path.suffix == ".html":
+            assert "<img src=x" not in content and "&lt;img src=x" in content, path
+        if path.suffix == ".csv":
+            assert all(not cell.startswith("=") for row in csv.reader(io.StringIO(content)) for cell in row)
+    page = (tmp_path / "out" / "feedback" / "attack_hostile_text_in_messages.md").read_text(encoding="utf-8")
+    assert "\\<img src=x onerror=alert(1)\\> \\[click\\](https://evil.example)" in page
+    results = json.loads((tmp_path / "out" / "gradescope" / "attack_hostile_text_in_messages" /
+                          "results.json").read_text(encoding="utf-8"))
+    assert results["test_output_format"] == "text"

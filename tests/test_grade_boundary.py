@@ -14,6 +14,8 @@ import pytest
 
 from pytest_mlcanon import catalog
 from pytest_mlcanon.grade import discover, scan, snapshot, text
+from pytest_mlcanon.grade.progress import Progress
+from pytest_mlcanon.grade.render import csvfile, markdown
 from pytest_mlcanon.grade.worker import WorkerError, WorkerPool
 from pytest_mlcanon.rubric import explanation
 from pytest_mlcanon.rubric.model import AxisResult, Finding
@@ -208,3 +210,27 @@ def test_the_shape_pattern_is_linear_on_a_docstring_built_to_backtrack(pool: Wor
         assert explanation.SHAPE_IN_PROSE.search(prose), prose
     for prose in ("sigmoid(z)", "(RetinaNet)", "(a, b", "f(a, b)"):
         assert not explanation.SHAPE_IN_PROSE.search(prose), prose
+
+
+# -- what the outputs show -----------------------------------------------------------------------------------------
+
+
+def test_progress_lines_carry_no_terminal_control(tmp_path: Path) -> None:
+    stream = (tmp_path / "log").open("w+")
+    bar = Progress(1, stream=stream)
+    bar.advance("eve x: error: \x1b[2J\x1b]0;pwned\x07gone\rback")
+    stream.seek(0)
+    assert stream.read() == "[1/1] eve x: error: [2J]0;pwnedgone back\n"
+
+
+def test_markdown_cells_render_submission_text_literally() -> None:
+    assert markdown.cell("<b>x</b> [a](http://e) `c` *e* _u_ a|b &amp; $m$ ![i](j)\nnext") == (
+        "\\<b\\>x\\</b\\> \\[a\\](http://e) \\`c\\` \\*e\\* \\_u\\_ a\\|b \\&amp; \\$m\\$ \\!\\[i\\](j) next")
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    ("-", ""), ("", ""), ("=1+1", "'=1+1"), ("  @SUM(A1)", "'  @SUM(A1)"), ("+x", "'+x"), ("-2.5", "-2.5"),
+    ("\x1b[31mred", "[31mred"), ("ok", "ok"),
+])
+def test_csv_cells_are_empty_or_inert(value: str, shown: str) -> None:
+    assert csvfile._safe(value) == shown

@@ -393,7 +393,9 @@ def test_gradebook_json_round_trips() -> None:
 def test_gradescope_results_follow_the_autograder_format() -> None:
     book = _book(["a"], [])
     data = json.loads(gradescope.render(book, book.students[0]))
-    assert set(data) == {"score", "execution_time", "output", "visibility", "tests"}
+    assert set(data) == {"score", "execution_time", "output", "output_format", "test_output_format",
+                         "test_name_format", "visibility", "tests"}
+    assert data["output_format"] == data["test_output_format"] == data["test_name_format"] == "text"
     assert isinstance(data["score"], float) and isinstance(data["execution_time"], int)
     assert data["visibility"] in config.VISIBILITY
     for test in data["tests"]:

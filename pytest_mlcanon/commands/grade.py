@@ -51,6 +51,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from pytest_mlcanon import catalog
     from pytest_mlcanon.grade import batch, config, discover, render, shard
     from pytest_mlcanon.grade.render.table import headline, summary_header, summary_row
+    from pytest_mlcanon.grade.text import clean
 
     failures = (config.ConfigError, shard.ShardError, discover.SubmissionsError, catalog.UnknownItemError,
                 batch.BatchError)
@@ -74,13 +75,14 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         out = Path(args.out)
         written = render.write_all(book, out)
     except failures as exc:
-        print(f"mlcanon grade: {exc}", file=sys.stderr)
+        print(f"mlcanon grade: {clean(exc)}", file=sys.stderr)
         return 2
-    print(tabulate([summary_row(book, s) for s in book.students], headers=summary_header(book), tablefmt="simple"))
+    rows = [[clean(c, limit=200) for c in summary_row(book, s)] for s in book.students]
+    print(tabulate(rows, headers=summary_header(book), tablefmt="simple", disable_numparse=True))
     print()
     print(headline(book))
     for note in book.sandbox + book.notes:
-        print(f"  {note}")
+        print(f"  {clean(note)}")
     print(f"wrote {len(written)} files to {out}/ (gradebook.csv, gradebook.md, gradebook.json, report.html, "
           f"feedback/, gradescope/) in {book.elapsed_s:.1f} s")
     return 0

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mlcanon import catalog, rubric
-from pytest_mlcanon.grade import discover, recheck, scan, snapshot, uids
+from pytest_mlcanon.grade import discover, recheck, sandbox, scan, snapshot, uids
 from pytest_mlcanon.grade import shard as shard_mod
 from pytest_mlcanon.grade.assess import Calibration, assess, not_run
 from pytest_mlcanon.grade.child import JobRequest
@@ -83,21 +83,25 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
     count = 0
     warm: _Warm | None = None
     pool = WorkerPool(workers(config))
+    uid_pool: uids.UidPool | None = None
     try:
+        uid_pool = uids.UidPool(config.uid_base, workers(config)) if os.geteuid() == 0 and config.user else None
+        sandbox_notes = _probe(root, config, uid_pool)
         if any(sub.impl is not None for sub in subs):
             warm = _Warm(root, items, seed, config)  # the zygote imports torch and calibrates meanwhile
         students, cells, jobs = _plan(subs, items, root / "snapshots", config, pool)
         count = min(workers(config), max(1, len(jobs)))
         notes = _run_all(jobs, cells, root, warm, config, settings, count, Progress(len(jobs), enabled=progress),
-                         on_result, pool) if jobs and warm is not None else []
+                         on_result, pool, uid_pool) if jobs and warm is not None else []
     finally:
         if warm is not None:
             warm.close()
         pool.close()
+        if uid_pool is not None:
+            uid_pool.close()
         remove_tree(root)
     for student in students:
         student.items = [cells[(student.student, item.slug)] for item in items]
-    sandbox_notes = list(dict.fromkeys(n for s in students for i in s.items for n in i.sandbox))
     return Gradebook([i.slug for i in items], {i.slug: i.title for i in items}, students, [seed],
                      [f"{shard[0]}/{shard[1]}"] if shard else [], sandbox_notes, notes, config.to_dict(),
                      round(time.monotonic() - started, 2), count)
@@ -192,9 +196,8 @@ class _Warm:
 
 def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Path, warm: _Warm, config: GradeConfig,
              settings: Any, count: int, bar: Progress, on_result: Callable[[str, ItemResult], None] | None,
-             pool: WorkerPool) -> list[str]:
+             pool: WorkerPool, uid_pool: uids.UidPool | None) -> list[str]:
     """Wait for the calibrated zygote and run the jobs on ``count`` workers; returns the batch's notes."""
-    uid_pool = uids.UidPool(config.uid_base, count) if os.geteuid() == 0 and config.user else None
     lock = threading.Lock()
     pending: queue.Queue[Job] = queue.Queue()
 
@@ -229,8 +232,6 @@ def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Pa
     finally:
         bar.close()
         warm.close()  # kills a child still running (the batch was interrupted) and stops the zygote
-        if uid_pool is not None:
-            uid_pool.close()
 
 
 def _drain(pending: queue.Queue[Job]) -> None:
@@ -359,24 +360,52 @@ class _Runner:
             remove_tree(job_dir)
 
     def _prepare(self, job: Job, job_dir: Path, uid: int | None) -> tuple[Path, Path, Path]:
-        """A job folder readable by the job's user, with a read-only working copy and its scratch folder."""
-        work, scratch, ini = job_dir / job.student, job_dir / "scratch", job_dir / "pytest.ini"
-        job_dir.mkdir(mode=0o700)
-        shutil.copytree(job.snapshot, work, copy_function=shutil.copyfile)
-        ini.write_text(_ini(self.config), encoding="utf-8")
-        scratch.mkdir(mode=0o700)
+        return job_folder(job_dir, job.student, job.snapshot, uid, _ini(self.config))
+
+
+def job_folder(job_dir: Path, name: str, source: Path | None, uid: int | None, ini_text: str) -> tuple[Path, Path, Path]:
+    """A job folder readable by the job's user, with a read-only working copy of ``source`` (empty for
+    None) and its scratch folder; returns the working copy, the scratch folder and the ini file."""
+    work, scratch, ini = job_dir / name, job_dir / "scratch", job_dir / "pytest.ini"
+    job_dir.mkdir(mode=0o700)
+    if source is not None:
+        shutil.copytree(source, work, copy_function=shutil.copyfile)
+    else:
+        work.mkdir()
+    ini.write_text(ini_text, encoding="utf-8")
+    scratch.mkdir(mode=0o700)
+    if uid is not None:
+        os.chown(scratch, uid, uid)
+    for path in [job_dir, ini, *work.rglob("*"), work]:
+        if path == scratch:
+            continue
+        readable = stat.S_IRUSR | stat.S_IRGRP | (stat.S_IXUSR | stat.S_IXGRP if path.is_dir() else 0)
         if uid is not None:
-            os.chown(scratch, uid, uid)
-        for path in [job_dir, ini, *work.rglob("*"), work]:
-            if path == scratch:
-                continue
-            readable = stat.S_IRUSR | stat.S_IRGRP | (stat.S_IXUSR | stat.S_IXGRP if path.is_dir() else 0)
-            if uid is not None:
-                os.chown(path, 0, uid)
-                os.chmod(path, readable)
-            else:
-                os.chmod(path, readable | stat.S_IWUSR if path == job_dir else readable)
-        return work, scratch, ini
+            os.chown(path, 0, uid)
+            os.chmod(path, readable)
+        else:
+            os.chmod(path, readable | stat.S_IWUSR if path == job_dir else readable)
+    return work, scratch, ini
+
+
+def _probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None) -> list[str]:
+    """Confine a throwaway process as every job will be (``sandbox.probe``): the batch's own account of
+    its sandbox, from a process that ran none of a submission's code."""
+    uid = uid_pool.acquire() if uid_pool is not None else None
+    folder = root / "probe"
+    try:
+        work, scratch, _ = job_folder(folder, "work", None, uid, "")
+        limits = config.limits
+        spec = SandboxSpec(str(folder), str(work), str(scratch), uid, uid, config.network, config.filesystem,
+                           limits.cpu_s, limits.memory_mb, limits.output_mb, limits.processes)
+        return sandbox.probe(spec)
+    except sandbox.ProbeError as exc:
+        raise BatchError(str(exc)) from exc
+    finally:
+        if uid_pool is not None and uid is not None:
+            uids.sweep(uid, 0)
+            uid_pool.release(uid)
+        remove_tree(folder)
 
 
 def remove_tree(path: Path | str) -> None:

@@ -1,5 +1,6 @@
 """The progress bar of a batch: redrawn in place on a terminal, one line per finished job otherwise
-(a CI log), written to stderr so the outputs on stdout stay clean."""
+(a CI log), written to stderr so the outputs on stdout stay clean. A label quotes a verdict, so it is
+cleaned of control characters first: no submission moves the cursor, clears or retitles the terminal."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 import threading
 import time
 from typing import TextIO
+
+from pytest_mlcanon.grade.text import clean
 
 WIDTH = 28
 
@@ -25,6 +28,7 @@ class Progress:
 
     def advance(self, label: str) -> None:
         """One job finished; ``label`` says which and how it went."""
+        label = clean(label, limit=300)
         with self._lock:
             self.done += 1
             if not self.enabled:

@@ -20,17 +20,19 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import functools
+import json
 import os
 import resource
 import signal
 import socket
 import stat
 import struct
+import subprocess
 import sys
 import sysconfig
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 CLONE_NEWNS = 0x00020000
@@ -308,3 +310,58 @@ def _environment(spec: SandboxSpec) -> None:
     tempfile.tempdir = spec.scratch
     sys.dont_write_bytecode = True
     os.chdir(spec.job_dir)
+
+
+# -- the probe: what a job gets on this machine, learnt before any job runs ---------------------------------
+
+
+PROBE_TIMEOUT_S = 60.0
+
+
+class ProbeError(RuntimeError):
+    """The probe process could not confine itself or report; the message says why."""
+
+
+def probe(spec: SandboxSpec) -> list[str]:
+    """Confine a throwaway process exactly as a job is confined and return its notes.
+
+    The class-wide "how this batch ran" comes from here, from a process that ran only the grader's
+    code; a job's own notes are its claims and stay in its row."""
+    read_end, write_end = os.pipe()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "pytest_mlcanon.grade.sandbox", str(write_end),
+                                    json.dumps(asdict(spec))], pass_fds=(write_end,), stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/")
+    finally:
+        os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as answers:
+            data = answers.read(1 << 20)
+        _, errors = process.communicate(timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise ProbeError(f"the sandbox probe did not finish within {PROBE_TIMEOUT_S:g} s") from None
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        tail = errors.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        raise ProbeError(f"the sandbox probe failed (exit status {process.returncode}): {tail[0]}") from None
+    if "error" in answer:
+        raise ProbeError(f"the sandbox probe failed: {answer['error']}")
+    return [str(n) for n in answer["notes"]]
+
+
+def _probe_main(argv: list[str]) -> None:
+    fd = int(argv[0])
+    answer: dict[str, object]
+    try:
+        answer = {"notes": enter(SandboxSpec(**json.loads(argv[1])), fd)}
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+        answer = {"error": f"{type(exc).__name__}: {exc}"}
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(answer, handle)
+
+
+if __name__ == "__main__":
+    _probe_main(sys.argv[1:])

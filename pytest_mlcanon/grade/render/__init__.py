@@ -6,10 +6,14 @@ the cells and columns of ``table``. ``write_all`` writes every output of a batch
 * ``gradescope/<student>/results.json``: Gradescope's autograder results format;
 * ``report.html``: the tables and, with matplotlib installed, a per-axis histogram of the class;
 * the GitHub Actions step summary, appended to ``$GITHUB_STEP_SUMMARY`` when it is set.
+
+A student's own files are written one student at a time: if one cannot be rendered, that student's
+files say so and every other student's are written.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -27,9 +31,15 @@ def write_all(book: Gradebook, out: Path) -> list[Path]:
     atomic_write(written[3], html.render(book))
     for student in book.students:
         path = out / "feedback" / f"{student.student}.md"
-        atomic_write(path, feedback.render(book, student))
         results = out / "gradescope" / student.student / "results.json"
-        atomic_write(results, gradescope.render(book, student))
+        try:
+            page, data = feedback.render(book, student), gradescope.render(book, student)
+        except Exception as exc:  # noqa: BLE001 - one student's outputs never stop the others'
+            why = f"{type(exc).__name__}: {exc}"
+            page = f"# Feedback: {markdown.cell(student.student)}\n\nThis page could not be written ({markdown.cell(why)}).\n"
+            data = json.dumps({"score": 0.0, "output": f"the results could not be written ({why})", "tests": []})
+        atomic_write(path, page)
+        atomic_write(results, data)
         written += [path, results]
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:

@@ -1,5 +1,6 @@
 """Per-student Markdown feedback: for each item the verdict, the axes, the re-check, the integrity
-flags, the failing tests and every finding with its ``file:line`` and fix."""
+flags, the failing tests and every finding with its ``file:line`` and fix. Every text from the
+gradebook goes through ``markdown.cell`` (it quotes the submission: raw HTML and links stay text)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ FAILING = ("failed", "error", "timeout", "crashed", "killed", "not run")
 
 
 def render(book: Gradebook, student: StudentResult) -> str:
-    parts = [f"# Feedback: {student.student}", "",
+    parts = [f"# Feedback: {cell(student.student)}", "",
              f"Points: **{number(student.points)} / {number(student.max_points)}**"]
     if student.problem:
-        parts += ["", f"Note: {student.problem}"]
+        parts += ["", f"Note: {cell(student.problem)}"]
     for item in student.items:
         parts += ["", *_item(item)]
     return "\n".join(parts) + "\n"
@@ -29,7 +30,7 @@ def _item(item: ItemResult) -> list[str]:
         rows = [[AXIS_TITLES[a], axis_mark(item, a), number(item.axis_points.get(a, 0.0))] for a in AXES]
         lines += ["", table(["axis", "yes?", "points"], rows)]
     if item.recheck.status != "not re-checked" or item.recheck.detail:
-        lines += ["", f"Seeded re-check: **{item.recheck.status}** ({cell(item.recheck.detail)})"]
+        lines += ["", f"Seeded re-check: **{cell(item.recheck.status)}** ({cell(item.recheck.detail)})"]
         lines += [f"- {cell(p)}" for p in item.recheck.problems]
     if item.integrity:
         lines += ["", "Integrity flags (the item is flagged for review):"]
@@ -39,7 +40,7 @@ def _item(item: ItemResult) -> list[str]:
     failing = [t for t in item.tests if t.outcome in FAILING]
     if item.tests:
         lines += ["", f"Tests: {item.tests_count('passed')} of {len(item.tests)} passed."]
-        lines += [f"- `{cell(t.name)}` {t.outcome}: {cell(t.message)}" for t in failing[:30]]
+        lines += [f"- {cell(t.name)} {cell(t.outcome)}: {cell(t.message)}" for t in failing[:30]]
         if len(failing) > 30:
             lines.append(f"- ... and {len(failing) - 30} more")
     if item.findings:

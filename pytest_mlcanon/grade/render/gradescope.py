@@ -2,6 +2,9 @@
 ``execution_time``, ``output`` and ``visibility``, and ``tests`` whose entries each have ``name``,
 ``score``, ``max_score``, ``status`` (``passed``/``failed``), ``output`` and ``visibility``.
 
+Every ``output`` is plain text (``output_format``, ``test_output_format`` and ``test_name_format`` are
+``"text"``): Gradescope's default format renders HTML and links, and these outputs quote the submission.
+
 Per item: one entry per reference test (each carries its share of the correctness points), one per
 other rubric axis, and two zero-point entries for the seeded re-check and the integrity scan, so a
 student sees why. A flagged item's entries score 0 under the default ``on_flag = "zero"``.
@@ -27,6 +30,9 @@ def results(book: Gradebook, student: StudentResult) -> dict[str, Any]:
         "score": round(student.points, 4),
         "execution_time": int(round(sum(i.time_s for i in student.items))),
         "output": "\n".join(output),
+        "output_format": "text",
+        "test_output_format": "text",
+        "test_name_format": "text",
         "visibility": visibility,
         "tests": tests,
     }

@@ -1,6 +1,14 @@
-"""Markdown renderer: the class table, one detail table per item, and how the batch ran."""
+"""Markdown renderer: the class table, one detail table per item, and how the batch ran.
+
+Every text from the gradebook goes through ``cell``: much of it quotes a submission (a test's
+message, a finding, a file name), and Markdown would otherwise render what it carries: raw HTML
+(``<img onerror=...>``), links and images (``[click](https://...)``), emphasis, code spans, table
+pipes, entities, GitHub's math.
+"""
 
 from __future__ import annotations
+
+import re
 
 from tabulate import tabulate
 
@@ -12,11 +20,17 @@ from pytest_mlcanon.grade.render.table import (
     summary_header,
     summary_row,
 )
+from pytest_mlcanon.grade.text import clean
+
+#: ASCII punctuation with a meaning in CommonMark or GitHub Markdown inside a line (backslash-escaping
+#: any ASCII punctuation is valid CommonMark and renders the character itself).
+_MARKUP = re.compile(r"([\\`*_{}\[\]<>!|~&$])")
 
 
-def cell(text: str) -> str:
-    """A table cell: one line, pipes escaped (verdicts carry text from submissions)."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+def cell(text: object) -> str:
+    """Gradebook data as literal Markdown, for a table cell or a line of prose: cleaned
+    (``text.clean``: one line, no control characters), every markup character escaped."""
+    return _MARKUP.sub(r"\\\1", clean(text))
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
