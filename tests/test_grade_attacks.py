@@ -13,6 +13,7 @@ can only come from that change.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -570,17 +571,25 @@ def test_sandbox_notes_reach_the_gradebook(graded: Gradebook) -> None:
         assert "user: not root" in notes
 
 
-def test_without_the_kernel_sandbox_the_audit_hook_still_holds(tmp_path: Path) -> None:
-    """The fallback of a grader that is not root: no namespaces, no sandbox user; the attacks that
-    reach outside still come out flagged and do nothing."""
+def test_without_the_kernel_sandbox_the_batch_refuses_unless_told_and_then_says_so(tmp_path: Path) -> None:
+    """A sandbox weakened by the config (no network namespace, no minimal root, no sandbox user) is no
+    sandbox: the batch refuses with one line; with ``--unsafe-no-sandbox`` it runs on the audit hook
+    and the limits alone, the attacks that reach outside still come out flagged and do nothing, and
+    every row and output says it ran unsandboxed."""
     for name in ("write_outside", "open_socket", "fork_bomb"):
         _write(tmp_path, f"attack_{name}", {BOXES: _attack_source(*ATTACKS[name]).encode()})
     ESCAPE_MARK.unlink(missing_ok=True)
-    book = batch.grade(tmp_path, _config(network=False, filesystem=False, user=False), progress=False)
+    weakened = _config(network=False, filesystem=False, user=False)
+    with pytest.raises(batch.BatchError, match="^no sandbox for the jobs .*--unsafe-no-sandbox") as refused:
+        batch.grade(tmp_path, weakened, progress=False)
+    assert "\n" not in str(refused.value)
+    book = batch.grade(tmp_path, dataclasses.replace(weakened, unsafe_no_sandbox=True), progress=False)
     for student in book.students:
         item = student.item(BOXES)
         assert item is not None and item.flagged and not passed(item), item.verdict if item else student
+        assert item.verdict.startswith("unsandboxed; ")
     assert not ESCAPE_MARK.exists()
+    assert book.unsandboxed and book.sandbox[0].startswith("UNSANDBOXED")
     assert any("network: not isolated" in n for n in book.sandbox)
 
 

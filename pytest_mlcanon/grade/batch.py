@@ -86,7 +86,7 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
     uid_pool: uids.UidPool | None = None
     try:
         uid_pool = uids.UidPool(config.uid_base, workers(config)) if os.geteuid() == 0 and config.user else None
-        sandbox_notes = _probe(root, config, uid_pool)
+        confinement = _probe(root, config, uid_pool)
         if any(sub.impl is not None for sub in subs):
             warm = _Warm(root, items, seed, config)  # the zygote imports torch and calibrates meanwhile
         students, cells, jobs = _plan(subs, items, root / "snapshots", config, pool)
@@ -100,11 +100,25 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
         if uid_pool is not None:
             uid_pool.close()
         remove_tree(root)
+    unsandboxed = confinement.missing
     for student in students:
-        student.items = [cells[(student.student, item.slug)] for item in items]
+        student.items = [_marked(cells[(student.student, item.slug)], unsandboxed) for item in items]
+    sandbox_notes = confinement.notes
+    if unsandboxed:
+        sandbox_notes = [f"UNSANDBOXED (--unsafe-no-sandbox): a job could reach what isolates nothing here: "
+                         f"{', '.join(unsandboxed)}", *sandbox_notes]
     return Gradebook([i.slug for i in items], {i.slug: i.title for i in items}, students, [seed],
                      [f"{shard[0]}/{shard[1]}"] if shard else [], sandbox_notes, notes, config.to_dict(),
-                     round(time.monotonic() - started, 2), count)
+                     round(time.monotonic() - started, 2), count, unsandboxed=list(unsandboxed))
+
+
+def _marked(cell: ItemResult, unsandboxed: list[str]) -> ItemResult:
+    """A cell of an unsandboxed batch says so in its verdict (so in every output) and its notes."""
+    if not unsandboxed or cell.status == "not attempted":
+        return cell
+    cell.verdict = f"unsandboxed; {cell.verdict}"
+    cell.sandbox = [f"unsandboxed: {', '.join(unsandboxed)}", *cell.sandbox]
+    return cell
 
 
 def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snapshots: Path, config: GradeConfig,
@@ -388,9 +402,11 @@ def job_folder(job_dir: Path, name: str, source: Path | None, uid: int | None, i
     return work, scratch, ini
 
 
-def _probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None) -> list[str]:
+def _probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None) -> sandbox.Confinement:
     """Confine a throwaway process as every job will be (``sandbox.probe``): the batch's own account of
-    its sandbox, from a process that ran none of a submission's code."""
+    its sandbox, from a process that ran none of a submission's code. Where the sandbox would leave a
+    job something to reach (``Confinement.missing``), the batch refuses (``BatchError``, one line)
+    unless the teacher passed ``--unsafe-no-sandbox``."""
     uid = uid_pool.acquire() if uid_pool is not None else None
     folder = root / "probe"
     try:
@@ -398,14 +414,27 @@ def _probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None) -> li
         limits = config.limits
         spec = SandboxSpec(str(folder), str(work), str(scratch), uid, uid, config.network, config.filesystem,
                            limits.cpu_s, limits.memory_mb, limits.output_mb, limits.processes)
-        return sandbox.probe(spec)
+        confinement = sandbox.probe(spec)
     except sandbox.ProbeError as exc:
         raise BatchError(str(exc)) from exc
+    else:
+        if confinement.missing and not config.unsafe_no_sandbox:
+            raise BatchError(refusal(confinement))
+        return confinement
     finally:
         if uid_pool is not None and uid is not None:
             uids.sweep(uid, 0)
             uid_pool.release(uid)
         remove_tree(folder)
+
+
+def refusal(confinement: sandbox.Confinement) -> str:
+    """The one line that says why a batch will not run without ``--unsafe-no-sandbox``."""
+    why = ("the grader is not root and this kernel refuses unprivileged user namespaces"
+           if confinement.mode == "none" and os.geteuid() != 0 else f"no isolation of {', '.join(confinement.missing)}")
+    return (f"no sandbox for the jobs ({why}); run as root (sudo -E), allow unprivileged user namespaces "
+            f"(sysctl user.max_user_namespaces=10000, and kernel.unprivileged_userns_clone=1 where it exists), "
+            f"or pass --unsafe-no-sandbox to grade anyway, marked unsandboxed")
 
 
 def remove_tree(path: Path | str) -> None:

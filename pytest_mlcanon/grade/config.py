@@ -120,6 +120,7 @@ class GradeConfig:
     filesystem: bool = True
     user: bool = True
     uid_base: int = 61000
+    unsafe_no_sandbox: bool = False  # only from the command line: grade even where no sandbox can be made
     visibility: str = "visible"
     test_visibility: str = "visible"
     rubric: dict[str, Any] = field(default_factory=dict)

@@ -118,6 +118,8 @@ class Gradebook:
     elapsed_s: float = 0.0
     workers: int = 0
     version: int = FORMAT_VERSION
+    #: What the jobs' sandbox lacked when the teacher passed ``--unsafe-no-sandbox`` (empty: sandboxed).
+    unsandboxed: list[str] = field(default_factory=list)
 
     def axis_pass_counts(self, axis: str) -> list[int]:
         """Per student, on how many of the items the axis said yes (for the histograms)."""

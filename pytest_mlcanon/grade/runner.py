@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_mlcanon.grade import sandbox
 from pytest_mlcanon.grade.channel import FrameReader
 from pytest_mlcanon.grade.child import JobRequest
 
@@ -90,10 +91,11 @@ class Zygote:
 
     def __init__(self, root: Path, wait: bool = True) -> None:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+        env = sandbox.environment(os.environ)  # no token of the grader's: a forked job can read this one
         temp = root / "zygote-tmp"  # what torch and the reference run write goes with the batch
         temp.mkdir(mode=0o700, exist_ok=True)
-        env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TMPDIR=str(temp))
+        env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TMPDIR=str(temp),
+                   HOME=str(temp))
         self.log = root / "zygote.log"
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
@@ -275,8 +277,33 @@ def _kill(pid: int) -> None:
 
 
 def _private_mb(pid: int) -> float:
-    """The memory the job holds on its own, in MB: its private pages, not the ones it still shares
-    with the zygote (a fresh child's resident set is mostly the zygote's torch)."""
+    """The memory the job holds on its own, in MB: the private pages of the child and of every process
+    under it (in a PID namespace the job runs two levels down), not those still shared with the zygote
+    (a fresh child's resident set is mostly the zygote's torch)."""
+    return sum(_own_private_mb(p) for p in _tree(pid))
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (``/proc/PID/task/TID/children``)."""
+    found: list[int] = []
+    queue_ = [pid]
+    while queue_ and len(found) < 256:
+        current = queue_.pop()
+        found.append(current)
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{current}/task/{task}/children", encoding="ascii") as handle:
+                    queue_ += [int(child) for child in handle.read().split()]
+            except (OSError, ValueError):
+                continue
+    return found
+
+
+def _own_private_mb(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as handle:
             kb = sum(int(line.split()[1]) for line in handle if line.startswith(("Private_Clean", "Private_Dirty")))

@@ -1,28 +1,59 @@
-"""Confinement of one grading child, applied before any learner code is imported, in this order:
+"""Confinement of one grading child, applied before any learner code is imported.
 
-1. its own session (so the parent can kill the whole group) and no inherited file descriptors but
-   the result pipe; its output goes to a log file in its scratch folder;
-2. as root: a new network namespace (no interface but a private loopback: no network) and a new
-   mount namespace in which the file system is read-only except the scratch folder;
-3. resource limits the kernel enforces by killing or refusing: CPU seconds (SIGXCPU, then SIGKILL),
-   address space, size of any file written (SIGXFSZ), processes, no core dumps;
-4. as root: a non-root user of its own (``uids``), after checking that this user can read the
-   Python installation; where a parent folder hides it (``/root`` is 0700), the mount namespace
-   shows that folder as an empty tmpfs holding only bind mounts of what Python needs.
+How much isolation the kernel grants decides the *mode*, the same for every job of a batch and learnt
+before any job runs (``probe``):
 
-A step the OS refuses is skipped and said in the notes, which reach the report; nothing here is
-fatal. The wall-clock and per-test limits are the parent's job (``runner``): they need no
-cooperation from the child.
+* **root**: the grader is root. The job gets namespaces of its own, then a sandbox uid of its own
+  (``uids``), which holds no capability.
+* **user namespace**: the grader is not root, and the kernel lets unprivileged users create user
+  namespaces (``/proc/sys/user/max_user_namespaces`` above 0, and neither
+  ``kernel.unprivileged_userns_clone = 0`` nor an AppArmor or SELinux policy forbidding it). The job's
+  user namespace maps only the grader's uid and gid; the job sets up its namespaces in it, then drops
+  every capability, so it is the grader's uid with no privilege, inside walls it cannot move.
+* **none**: neither. No namespace can be made: the audit hook and the resource limits are all there
+  is, ``Confinement.missing`` says what is missing, and ``mlcanon grade`` refuses to run unless the
+  teacher passes ``--unsafe-no-sandbox``.
+
+In the first two modes ``enter`` does, in this order:
+
+1. its own session, no inherited file descriptor but the result pipe, output to a log in scratch;
+2. new mount, PID, network (unless the config turns it off), IPC and UTS namespaces, and (without
+   root) the user namespace they belong to, all in one ``unshare``;
+3. two forks. The process that called ``enter`` stays outside the new PID namespace as a
+   *supervisor*: it waits and then ends exactly as the job ended (the same exit status, or the same
+   signal), so the zygote and the parent's watch see one process, and killing it kills the job. Its
+   child is the namespace's init (PID 1): it only waits; it dies with the supervisor
+   (``PR_SET_PDEATHSIG``), and when it dies the kernel kills every process of the namespace, so
+   nothing a job starts (a daemon, a fork bomb) outlives it. Its child (PID 2) is the job: not PID 1,
+   so the kernel's limit signals (SIGXCPU, SIGXFSZ) reach it as they reach any process;
+4. a **minimal root**: an empty tmpfs holding read-only binds of the system folders (``/usr``,
+   ``/etc``...), the Python installation (without the folders of a source checkout beside our three
+   packages) and the job folder, whose scratch folder alone is writable; a private ``/dev`` (null,
+   zero, full, random, urandom and a small ``/dev/shm``), a small ``/tmp``, a fresh ``/proc`` that
+   shows the job's processes only, ``/sys`` read-only; ``pivot_root`` into it and the old root
+   detached. Other students' folders, the submissions, the outputs, home folders, the grader's
+   processes and their environment do not exist for the job;
+5. resource limits the kernel enforces by killing or refusing: CPU seconds, address space, size of a
+   file written, processes, no core dumps;
+6. as root, the job's own sandbox uid; without root, no capability left;
+7. ``no_new_privs``, and an environment holding nothing of the grader's but ``PATH``, the locale and
+   the Python variables (``environment``).
+
+A step the OS refuses is said in the notes, which reach the row; what the refusal leaves open is in
+``Confinement.missing``. The wall-clock and per-test limits are the parent's job (``runner``).
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import functools
 import json
 import os
+import platform
 import resource
+import select
 import signal
 import socket
 import stat
@@ -31,18 +62,41 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
+    1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 MNT_DETACH = 2
+PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
-#: Mount points whose contents anyone may write: they, and ``/``, are remounted read-only.
-WRITABLE_MOUNTS = ("/", "/tmp", "/var/tmp", "/dev/shm", "/run/shm", "/run/lock", "/var/lock", "/home")
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+#: ``pivot_root`` has no C library wrapper; its system call number by machine (others use ``chroot``).
+SYS_PIVOT_ROOT = {"x86_64": 155, "amd64": 155, "aarch64": 41, "arm64": 41, "riscv64": 41, "ppc64le": 203,
+                  "ppc64": 203, "s390x": 217, "i686": 217, "i386": 217}
+#: System folders every job sees, read-only (those that are links on this machine stay links).
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+#: The packages a job needs from a source checkout (an editable install): the checkout's other
+#: folders (its tests, the example learners' solutions) are not shown.
+OUR_PACKAGES = ("pytest_mlcanon", "canon_refs", "canon_tests")
+#: What the grader's environment may pass on to the processes that run learner code: no token, no CI
+#: variable, nothing but the paths, the locale and how to find Python.
+KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_MESSAGES", "TZ", "PYTHONPATH",
+            "PYTHONHOME", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CONDA_PREFIX")
 LOG_NAME = "output.log"
+ROOT_NAME = ".root"
+SHM_MB = 64
 
 
 @dataclass(frozen=True)
@@ -62,34 +116,73 @@ class SandboxSpec:
     processes: int = 64
 
 
+@dataclass
+class Confinement:
+    """What ``enter`` obtained: ``notes`` say it (one line each, for people), ``missing`` lists what a
+    job could reach because a step was refused or turned off (empty: fully isolated)."""
+
+    notes: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    mode: str = "none"  # root, user namespace, none
+
+    def note(self, text: str, missing: str = "") -> None:
+        self.notes.append(text)
+        if missing:
+            self.missing.append(missing)
+
+
 def enter(spec: SandboxSpec, keep_fd: int) -> list[str]:
     """Confine the calling process (the freshly forked child). Returns human-readable notes."""
-    notes: list[str] = []
+    return confine(spec, keep_fd).notes
+
+
+def confine(spec: SandboxSpec, keep_fd: int) -> Confinement:
+    """Confine the calling process; in the namespaced modes it returns in the job (PID 2 of its own
+    PID namespace) while the calling process supervises it and never returns."""
+    done = Confinement()
     os.setsid()
     _isolate_fds(spec, keep_fd)
     root = os.geteuid() == 0
-    wanted = (CLONE_NEWNET if spec.network else 0) | (CLONE_NEWNS if root else 0)
-    have = _unshare(wanted) if root and wanted else 0
-    notes.append(_network_note(spec, root, have))
-    readable = _needed_paths(spec)
-    exposed: list[str] = []
-    if have & CLONE_NEWNS:
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        if spec.uid is not None:
-            exposed = _expose(readable, spec)
-    if have & CLONE_NEWNS and spec.filesystem:
-        notes.append(_read_only_except(spec.scratch, exposed))
+    dropping = root and spec.uid is not None
+    host_processes = 0 if dropping else _processes_of(os.getuid())  # before /proc shows the job's only
+    flags = (CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWNET if spec.network else 0)
+             | (0 if root else CLONE_NEWUSER))
+    refused = _unshare(flags)
+    if refused:
+        done.note(f"namespaces: none ({refused}); the audit hook and the limits are the only walls",
+                  f"no namespaces ({refused})")
+        done.note("network: not isolated; sockets are blocked by the audit hook", "network")
+        done.note("file system: the whole machine is visible; writes outside scratch are blocked by the audit "
+                  "hook", "file system")
     else:
-        notes.append("file system: not remounted read-only (needs root and a mount namespace); writes outside "
-                     "the scratch folder are blocked by the audit hook")
-    _limits(spec, dropping=root and spec.uid is not None)
-    notes.append(f"limits: {spec.cpu_s:g} s CPU, {spec.memory_mb} MB memory, {spec.output_mb} MB per file written, "
-                 f"{spec.processes} processes")
-    notes.append(_drop_privileges(spec, readable) if root and spec.uid is not None else
-                 "user: unchanged (the grader does not run as root)" if not root else "user: root (sandbox user off)")
-    _prctl_no_new_privs()
+        done.mode = "root" if root else "user namespace"
+        if not root:
+            _map_user()
+        _supervise(keep_fd)  # returns in the job, PID 2 of the new PID namespace
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        done.note(_network(spec), "" if spec.network else "network (turned off in the teacher's config)")
+        if spec.filesystem:
+            _minimal_root(spec, done)
+        else:
+            _fresh_proc("/proc", done)
+            done.note("file system: the whole machine is visible (turned off in the teacher's config)",
+                      "file system (turned off in the teacher's config)")
+    _limits(spec, host_processes, dropping)
+    done.note(f"limits: {spec.cpu_s:g} s CPU, {spec.memory_mb} MB memory, {spec.output_mb} MB per file written, "
+              f"{spec.processes} processes")
+    if dropping:
+        note, hidden = _drop_privileges(spec)
+        done.note(note, f"a user of its own ({hidden})" if hidden else "")
+    elif root:
+        done.note("user: root (sandbox user off)", "a user of its own (turned off in the teacher's config)")
+    elif done.mode == "user namespace":
+        _drop_capabilities()
+        done.note("user: the grader's uid, with no capability, in a user namespace of its own")
+    else:
+        done.note("user: the grader's own (not root, no user namespace)", "a user of its own")
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
     _environment(spec)
-    return notes
+    return done
 
 
 def _isolate_fds(spec: SandboxSpec, keep_fd: int) -> None:
@@ -114,29 +207,102 @@ def _libc() -> ctypes.CDLL:
     lib.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
     lib.unshare.argtypes = [ctypes.c_int]
     lib.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    lib.capset.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.syscall.restype = ctypes.c_long
     return lib
 
 
-def _unshare(flags: int) -> int:
-    """Unshare what the OS allows of ``flags``; returns the flags obtained."""
-    lib = _libc()
-    if lib.unshare(flags) == 0:
-        return flags
-    got = 0
-    for flag in (CLONE_NEWNET, CLONE_NEWNS):
-        if flags & flag and lib.unshare(flag) == 0:
-            got |= flag
-    return got
+def _prctl(option: int, value: int) -> bool:
+    return _libc().prctl(option, value, 0, 0, 0) == 0
 
 
-def _network_note(spec: SandboxSpec, root: bool, have: int) -> str:
+def _unshare(flags: int) -> str:
+    """Unshare every namespace of ``flags`` at once; '' on success, else why not (all or nothing)."""
+    if _libc().unshare(flags) == 0:
+        return ""
+    code = ctypes.get_errno()
+    return f"unshare refused: {errno.errorcode.get(code, code)}"
+
+
+def _map_user() -> None:
+    """In a fresh user namespace: map the grader's uid and gid to themselves, and nothing else."""
+    uid, gid = os.getuid(), os.getgid()
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"), ("gid_map", f"{gid} {gid} 1\n")):
+        with open(f"/proc/self/{name}", "w", encoding="ascii") as handle:
+            handle.write(text)
+
+
+def _supervise(keep_fd: int) -> None:
+    """Fork the namespace's init, which forks the job; returns in the job. The calling process
+    (outside the PID namespace) and the init wait and never return: each ends as the job ended."""
+    report_r, report_w = os.pipe()
+    alive_r, alive_w = os.pipe()  # the supervisor never writes to it: EOF means it is gone
+    init = os.fork()
+    if init:
+        for fd in (report_w, alive_r, keep_fd):
+            os.close(fd)
+        _end_as(_wait_for(init, report_r))
+    os.close(report_r)
+    os.close(alive_w)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if select.select([alive_r], [], [], 0)[0]:  # the supervisor was killed before the line above
+        os._exit(1)
+    job = os.fork()
+    if job:
+        os.close(keep_fd)
+        status = _reap_until(job)
+        os.write(report_w, struct.pack("!i", status))
+        os._exit(0)
+    os.close(report_w)
+    os.close(alive_r)
+
+
+def _wait_for(init: int, report_r: int) -> int:
+    """The job's wait status as the init reported it; the init's own when it died before reporting."""
+    _, status = _waitpid(init)
+    data = b""
+    try:
+        data = os.read(report_r, 4)
+    except OSError:
+        pass
+    return struct.unpack("!i", data)[0] if len(data) == 4 else status
+
+
+def _reap_until(job: int) -> int:
+    """As PID 1: reap every child (orphans are given to it) until the job itself has ended."""
+    while True:
+        pid, status = _waitpid(-1)
+        if pid == job or pid < 0:
+            return status
+
+
+def _waitpid(pid: int) -> tuple[int, int]:
+    while True:
+        try:
+            return os.waitpid(pid, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return -1, 0
+
+
+def _end_as(status: int) -> None:
+    """End this process as a process with wait status ``status`` ended: by its signal, or its code."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)  # a signal whose default is to be ignored
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _network(spec: SandboxSpec) -> str:
     if not spec.network:
         return "network: not isolated (turned off in the teacher's config); sockets are blocked by the audit hook"
-    if have & CLONE_NEWNET:
-        _loopback_up()
-        return "network: isolated (own network namespace, loopback only)"
-    why = "needs root" if not root else "unshare was refused"
-    return f"network: not isolated ({why}); sockets are blocked by the audit hook"
+    _loopback_up()
+    return "network: isolated (own network namespace, loopback only)"
 
 
 def _loopback_up() -> None:
@@ -156,96 +322,179 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     return lib.mount(enc[0], enc[1], enc[2], flags, enc[3]) == 0
 
 
-def _needed_paths(spec: SandboxSpec) -> list[Path]:
-    """What the sandbox user must be able to read: the interpreter's libraries, the packages, the job."""
-    paths = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
-    paths |= {p for p in sys.path if p and os.path.isdir(p)}
-    paths |= {os.path.dirname(os.path.realpath(sys.executable)), spec.job_dir}
-    return sorted({Path(os.path.realpath(p)) for p in paths})
+# -- the minimal root --------------------------------------------------------------------------------------
 
 
-def _blocking_dir(path: Path, uid: int, gid: int) -> Path | None:
-    """The highest ancestor of ``path`` the user cannot enter, or None."""
-    for ancestor in reversed([path, *path.parents]):
-        try:
-            st = os.stat(ancestor)
-        except OSError:
-            return None
-        if st.st_uid == uid:
-            bit = stat.S_IXUSR
-        elif st.st_gid == gid:
-            bit = stat.S_IXGRP
-        else:
-            bit = stat.S_IXOTH
-        if stat.S_ISDIR(st.st_mode) and not st.st_mode & bit:
-            return ancestor
-    return None
-
-
-def _expose(paths: Iterable[Path], spec: SandboxSpec) -> list[str]:
-    """Make hidden folders traversable in this mount namespace: cover each blocking folder with an
-    empty tmpfs and bind back only the entries Python needs. Returns the mount points made."""
-    assert spec.uid is not None
-    made: list[str] = []
-    gid = spec.gid if spec.gid is not None else spec.uid
-    blocked: dict[Path, set[Path]] = {}
-    for path in paths:
-        block = _blocking_dir(path, spec.uid, gid)
-        if block is not None and path != block:
-            blocked.setdefault(block, set()).add(block / path.relative_to(block).parts[0])
-    if not blocked:
-        return made
-    stage = Path(tempfile.mkdtemp(prefix=".stage-", dir=spec.job_dir))
-    for block, tops in blocked.items():
-        staged: list[tuple[Path, Path]] = []
-        for index, top in enumerate(sorted(tops)):
-            holder = stage / f"{len(staged)}-{index}"
-            holder.mkdir()
-            if _mount(str(top), str(holder), None, MS_BIND | MS_REC):
-                staged.append((top, holder))
-        if not _mount("tmpfs", str(block), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m"):
+def exposed_paths(job_dir: str, sys_path: Iterable[str] | None = None) -> list[str]:
+    """The folders of the machine a job sees (read-only), besides its own folder: the system folders
+    and what Python needs. Never ``/``, the batch's folder or one holding it, nor a source checkout's
+    other folders (only ``OUR_PACKAGES`` of it)."""
+    batch = os.path.realpath(os.path.dirname(job_dir.rstrip("/")))
+    wanted: list[str] = [p for p in SYSTEM_PATHS if os.path.lexists(p)]
+    python = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    python |= {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+               os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))}
+    python |= {p for p in (sys.path if sys_path is None else sys_path) if p}
+    for package in OUR_PACKAGES:
+        spec = _find_package(package)
+        if spec:
+            python.add(spec)
+    for path in sorted(python):
+        if not os.path.isdir(path):
             continue
-        made.append(str(block))
-        for top, holder in staged:
-            (block / top.name).mkdir(exist_ok=True)
-            if _mount(str(holder), str(block / top.name), None, MS_BIND | MS_REC):
-                made.append(str(block / top.name))
-            _libc().umount2(str(holder).encode(), MNT_DETACH)
-    return made
+        for variant in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
+            if _shows_too_much(variant, batch):
+                continue
+            if all(os.path.isdir(os.path.join(variant, p)) for p in OUR_PACKAGES[:2]) and "-packages" not in variant:
+                wanted += [os.path.join(variant, p) for p in OUR_PACKAGES if os.path.isdir(os.path.join(variant, p))]
+            else:
+                wanted.append(variant)
+    return _outermost(wanted)
 
 
-def _read_only_except(scratch: str, extra: list[str]) -> str:
-    """Bind the scratch folder onto itself, then remount ``/``, the world-writable mounts and the
-    ``extra`` mounts read-only."""
-    if not _mount(scratch, scratch, None, MS_BIND):
-        return "file system: not remounted read-only (binding the scratch folder failed)"
-    points = []
+def _find_package(name: str) -> str | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(next(iter(spec.submodule_search_locations)))
+
+
+def _shows_too_much(path: str, batch: str) -> bool:
+    """``/``, the batch's folder, anything in it, or a folder holding it (``/tmp``)."""
+    return path == "/" or path == batch or path.startswith(batch + "/") or batch.startswith(path.rstrip("/") + "/")
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """The paths without those inside another one of them (binding the outer folder shows both)."""
+    kept: list[str] = []
+    for path in sorted(dict.fromkeys(p.rstrip("/") or "/" for p in paths), key=len):
+        if not any(path == k or path.startswith(k + "/") for k in kept):
+            kept.append(path)
+    return sorted(kept)
+
+
+def _minimal_root(spec: SandboxSpec, done: Confinement) -> None:
+    """Build the job's root file system and move into it (``pivot_root``), or say what failed."""
+    new = os.path.join(spec.job_dir, ROOT_NAME)
+    os.makedirs(new, exist_ok=True)
+    if not _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096"):
+        done.note("file system: the whole machine is visible (the kernel refused a tmpfs root)", "file system")
+        _fresh_proc("/proc", done)
+        return
+    _private_dev(new, spec)
+    _small_tmpfs(os.path.join(new, "tmp"), 0o1777, spec.output_mb)  # before the binds: the job folder may be in /tmp
+    _show("/sys", new, read_only=True)
+    _fresh_proc(os.path.join(new, "proc"), done)
+    failed: list[str] = []
+    for path in exposed_paths(spec.job_dir):
+        if not _show(path, new, read_only=True):
+            failed.append(path)
+    if not _show(spec.job_dir, new, read_only=True, recursive=False) or not _show(spec.scratch, new,
+                                                                                  read_only=False):
+        done.note("file system: the whole machine is visible (the job folder could not be shown)", "file system")
+        return
+    if not _pivot(new):
+        done.note("file system: the whole machine is visible (pivot_root and chroot were refused)", "file system")
+        return
+    _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.chdir(spec.job_dir)
+    skipped = f"; not shown: {', '.join(failed)}" if failed else ""
+    done.note(f"file system: a minimal root (system folders, Python and the job folder, read-only except "
+              f"scratch; nothing else of the machine){skipped}")
+
+
+def _show(path: str, new: str, read_only: bool, recursive: bool = True) -> bool:
+    """Bind ``path`` at the same place under the new root (a link stays a link)."""
+    target = new + path
+    if os.path.islink(path) and os.path.dirname(path) == "/":
+        os.symlink(os.readlink(path), target)
+        return True
+    if os.path.isdir(path):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.exists(target):
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o644))
+    if not _mount(path, target, None, MS_BIND | (MS_REC if recursive else 0)):
+        return False
+    return not read_only or all(_remount_ro(point) for point in _mounts_under(target))
+
+
+def _mounts_under(target: str) -> list[str]:
+    points = [target]
     try:
-        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
-            points = [line.split()[4] for line in handle]
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as handle:
+            points += [line.split()[4] for line in handle]
     except OSError:
         pass
-    under = tuple(w + "/" for w in WRITABLE_MOUNTS[1:])
-    remounted = [p for p in dict.fromkeys(points) if p in WRITABLE_MOUNTS or p.startswith(under) or p in extra]
-    failed = [p for p in remounted if p != scratch and not _remount_ro(p)]
-    if "/" in failed:
-        return "file system: not remounted read-only (the kernel refused); the audit hook blocks writes"
-    return "file system: read-only except the scratch folder (own mount namespace)"
+    return [p for p in dict.fromkeys(points) if p == target or p.startswith(target + "/")]
 
 
 def _remount_ro(point: str) -> bool:
+    """Remount a bind mount read-only, keeping the flags a user namespace may not clear."""
     flags = MS_REMOUNT | MS_BIND | MS_RDONLY
     try:
         st = os.statvfs(point)
     except OSError:
         return False
-    for bit, mount_bit in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV)):
+    for bit, mount_bit in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+                           (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
+                           (getattr(os, "ST_RELATIME", 4096), MS_RELATIME)):
         if st.f_flag & bit:
             flags |= mount_bit
     return _mount(None, point, None, flags)
 
 
-def _limits(spec: SandboxSpec, dropping: bool) -> None:
+def _small_tmpfs(target: str, mode: int, size_mb: int) -> bool:
+    os.makedirs(target, exist_ok=True)
+    return _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode:o},size={size_mb}m,nr_inodes=4096")
+
+
+def _private_dev(new: str, spec: SandboxSpec) -> None:
+    """``/dev`` with the harmless devices only, and ``/dev/shm`` (multiprocessing's semaphores)."""
+    dev = os.path.join(new, "dev")
+    if not _small_tmpfs(dev, 0o755, 1):
+        return
+    for name in DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            _show(f"/dev/{name}", new, read_only=False, recursive=False)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, os.path.join(dev, name))
+    _small_tmpfs(os.path.join(dev, "shm"), 0o1777, min(SHM_MB, spec.memory_mb))
+
+
+def _fresh_proc(target: str, done: Confinement) -> None:
+    os.makedirs(target, exist_ok=True)
+    if not _mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC):
+        done.note("processes: the machine's /proc is visible (mounting a new one was refused)", "processes")
+    else:
+        done.note("processes: own PID namespace (the job sees its own processes only)")
+
+
+def _pivot(new: str) -> bool:
+    old = os.path.join(new, ".old")
+    os.makedirs(old, exist_ok=True)
+    number = SYS_PIVOT_ROOT.get(platform.machine().lower())
+    if number is not None and _libc().syscall(number, new.encode(), old.encode()) == 0:
+        os.chdir("/")
+        _libc().umount2(b"/.old", MNT_DETACH)
+        os.rmdir("/.old")
+        return True
+    try:
+        os.chroot(new)
+    except OSError:
+        return False
+    os.chdir("/")
+    return True
+
+
+# -- limits and privileges ----------------------------------------------------------------------------------
+
+
+def _limits(spec: SandboxSpec, host_processes: int, dropping: bool) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it: a flood must kill, not raise EFBIG
     cpu = max(1, int(spec.cpu_s))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -254,7 +503,7 @@ def _limits(spec: SandboxSpec, dropping: bool) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
     memory = (_vm_size() + spec.memory_mb) << 20
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    processes = spec.processes + (0 if dropping else _processes_of(os.getuid()))
+    processes = spec.processes + (0 if dropping else host_processes)
     try:
         resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     except (ValueError, OSError):
@@ -282,27 +531,60 @@ def _processes_of(uid: int) -> int:
     return count
 
 
-def _drop_privileges(spec: SandboxSpec, readable: list[Path]) -> str:
+def _blocking_dir(path: Path, uid: int, gid: int) -> Path | None:
+    """The highest ancestor of ``path`` the user cannot enter, or None."""
+    for ancestor in reversed([path, *path.parents]):
+        try:
+            st = os.stat(ancestor)
+        except OSError:
+            return None
+        if st.st_uid == uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid == gid:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if stat.S_ISDIR(st.st_mode) and not st.st_mode & bit:
+            return ancestor
+    return None
+
+
+def _drop_privileges(spec: SandboxSpec) -> tuple[str, str]:
+    """Become the job's sandbox user; (note, the folder that kept it root or '')."""
     assert spec.uid is not None
     gid = spec.gid if spec.gid is not None else spec.uid
-    hidden = [str(p) for p in readable if _blocking_dir(p, spec.uid, gid) is not None]
+    needed = [Path(os.path.realpath(p)) for p in (sys.prefix, os.path.dirname(sys.executable), spec.job_dir)]
+    hidden = next((str(p) for p in needed if _blocking_dir(p, spec.uid, gid) is not None), "")
     if hidden:
-        return f"user: root (the sandbox user could not read {hidden[0]}; install Python where other users can read it)"
+        return (f"user: root (the sandbox user could not read {hidden}; install Python where other users can "
+                f"read it)", f"the sandbox user could not read {hidden}")
     os.setgroups([])
     os.setgid(gid)
     os.setuid(spec.uid)
-    return "user: not root (a sandbox uid of its own)"
+    return "user: not root (a sandbox uid of its own)", ""
 
 
-def _prctl_no_new_privs() -> None:
-    try:
-        _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+def _drop_capabilities() -> None:
+    """Give up every capability held in the user namespace: bounding set, ambient, then the sets."""
+    for cap in range(64):
+        if not _prctl(PR_CAPBSET_DROP, cap) and ctypes.get_errno() == errno.EINVAL:
+            break
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if _libc().capset(ctypes.addressof(header), ctypes.addressof(data)) != 0:
+        raise OSError(ctypes.get_errno(), "capset refused to drop the capabilities")
+
+
+def environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``environ`` a process that runs learner code may inherit (``KEEP_ENV``): the zygote
+    is started with it too, since a forked job can read its parent's first environment in
+    ``/proc/self/environ``."""
+    return {k: v for k, v in environ.items() if k in KEEP_ENV}
 
 
 def _environment(spec: SandboxSpec) -> None:
-    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")}
+    keep = environment(os.environ)
     os.environ.clear()
     os.environ.update(keep)
     os.environ.update(HOME=spec.scratch, TMPDIR=spec.scratch, PYTHONDONTWRITEBYTECODE="1",
@@ -322,16 +604,18 @@ class ProbeError(RuntimeError):
     """The probe process could not confine itself or report; the message says why."""
 
 
-def probe(spec: SandboxSpec) -> list[str]:
-    """Confine a throwaway process exactly as a job is confined and return its notes.
+def probe(spec: SandboxSpec) -> Confinement:
+    """Confine a throwaway process exactly as a job is confined and return what it obtained.
 
-    The class-wide "how this batch ran" comes from here, from a process that ran only the grader's
-    code; a job's own notes are its claims and stay in its row."""
+    The class-wide "how this batch ran" and the decision to refuse come from here, from a process that
+    ran only the grader's code; a job's own notes are its claims and stay in its row. The probe also
+    checks the walls from inside: it must see no process but its own, and must not write to ``/``."""
     read_end, write_end = os.pipe()
     try:
         process = subprocess.Popen([sys.executable, "-m", "pytest_mlcanon.grade.sandbox", str(write_end),
                                     json.dumps(asdict(spec))], pass_fds=(write_end,), stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/")
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/",
+                                   env=environment(os.environ))
     finally:
         os.close(write_end)
     try:
@@ -349,14 +633,35 @@ def probe(spec: SandboxSpec) -> list[str]:
         raise ProbeError(f"the sandbox probe failed (exit status {process.returncode}): {tail[0]}") from None
     if "error" in answer:
         raise ProbeError(f"the sandbox probe failed: {answer['error']}")
-    return [str(n) for n in answer["notes"]]
+    return Confinement([str(n) for n in answer["notes"]], [str(m) for m in answer["missing"]], str(answer["mode"]))
+
+
+def _walls_hold(done: Confinement) -> None:
+    """Check from inside what the mode promises (a wall the kernel silently left open is missing)."""
+    if done.mode == "none":
+        return
+    if any(m.startswith(("processes", "file system")) for m in done.missing):
+        return  # already known to be open
+    others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]  # 1: its init
+    if others:
+        done.missing.append(f"processes (the probe saw {len(others)} other process(es))")
+    try:
+        fd = os.open("/mlcanon-probe", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        pass
+    else:
+        os.close(fd)
+        os.unlink("/mlcanon-probe")
+        done.missing.append("file system (the probe could write to /)")
 
 
 def _probe_main(argv: list[str]) -> None:
     fd = int(argv[0])
     answer: dict[str, object]
     try:
-        answer = {"notes": enter(SandboxSpec(**json.loads(argv[1])), fd)}
+        done = confine(SandboxSpec(**json.loads(argv[1])), fd)
+        _walls_hold(done)
+        answer = asdict(done)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
         answer = {"error": f"{type(exc).__name__}: {exc}"}
     with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -78,4 +78,5 @@ def merge(books: list[Gradebook]) -> Gradebook:
                      [seed for b in books for seed in b.seeds], shards,
                      list(dict.fromkeys(n for b in books for n in b.sandbox)),
                      list(dict.fromkeys(n for b in books for n in b.notes)), books[0].config,
-                     max(b.elapsed_s for b in books), sum(b.workers for b in books))
+                     max(b.elapsed_s for b in books), sum(b.workers for b in books),
+                     unsandboxed=list(dict.fromkeys(m for b in books for m in b.unsandboxed)))

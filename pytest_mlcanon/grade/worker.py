@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pytest_mlcanon.grade.sandbox import environment
+
 CALL_TIMEOUT_S = 30.0
 MEMORY_MB = 2048
 MAX_ANSWER = 64 << 20
@@ -38,8 +40,6 @@ STACK_BYTES = 512 << 20
 _HEADER = struct.Struct(">Q")
 #: What an answer may contain besides plain data: (module, name).
 ANSWER_TYPES = frozenset({("pytest_mlcanon.rubric.model", "Finding"), ("pytest_mlcanon.rubric.model", "AxisResult")})
-#: Environment variables a worker keeps (it needs no secret of the grader's).
-KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "PYTHONHASHSEED")
 
 
 class WorkerError(RuntimeError):
@@ -61,7 +61,7 @@ class _Worker:
     """One worker process; not thread-safe (the pool gives it to one caller at a time)."""
 
     def __init__(self, memory_mb: int) -> None:
-        env = {k: v for k, v in os.environ.items() if k in KEEP_ENV}
+        env = environment(os.environ)  # it needs no secret of the grader's
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pytest_mlcanon.grade.worker", str(memory_mb)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True)

@@ -16,6 +16,9 @@ FAILING = ("failed", "error", "timeout", "crashed", "killed", "not run")
 def render(book: Gradebook, student: StudentResult) -> str:
     parts = [f"# Feedback: {cell(student.student)}", "",
              f"Points: **{number(student.points)} / {number(student.max_points)}**"]
+    if book.unsandboxed:
+        parts += ["", f"This batch ran unsandboxed (--unsafe-no-sandbox): nothing isolated "
+                      f"{cell(', '.join(book.unsandboxed))}."]
     if student.problem:
         parts += ["", f"Note: {cell(student.problem)}"]
     for item in student.items:

@@ -76,5 +76,6 @@ def counts(book: Gradebook) -> dict[str, int]:
 
 def headline(book: Gradebook) -> str:
     tally = counts(book)
-    return (f"{tally['students']} students, {len(book.items)} item(s); {tally['flagged']} flagged; "
+    unsandboxed = "UNSANDBOXED (--unsafe-no-sandbox); " if book.unsandboxed else ""
+    return (f"{unsandboxed}{tally['students']} students, {len(book.items)} item(s); {tally['flagged']} flagged; "
             f"{tally['timeouts']} timeout(s); {tally['crashes']} crashed or broken item(s)")
