@@ -19,13 +19,16 @@ import json
 import os
 import re
 import stat
+import tempfile
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import kernel_attacks
 import pytest
+import sandboxing
 
-from pytest_mlcanon.grade import batch, config, discover, render
+from pytest_mlcanon.grade import batch, config, discover, render, uids
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -436,11 +439,17 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Gradebook:
         build(root / f"attack_{name}")
     for name, (header, footer) in OUTPUT_ATTACKS.items():
         _write(root, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
+    for name, (header, footer) in kernel_attacks.attacks(kernel_attacks.write_victim(root)).items():
+        _write(root, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
+    sandboxing.require()
     ESCAPE_MARK.unlink(missing_ok=True)
+    os.environ[kernel_attacks.SECRET_ENV] = kernel_attacks.SECRET_VALUE
     try:
         yield batch.grade(root, _config(), progress=False)
     finally:
+        del os.environ[kernel_attacks.SECRET_ENV]
         ESCAPE_MARK.unlink(missing_ok=True)
+        kernel_attacks.node_mark().unlink(missing_ok=True)
 
 
 def _cell(book: Gradebook, student: str, slug: str = BOXES) -> ItemResult:
@@ -559,7 +568,8 @@ def test_broken_submissions_fail_for_the_right_reason(graded: Gradebook) -> None
 
 def test_the_batch_completes_with_a_row_per_student(graded: Gradebook) -> None:
     students = {s.student for s in graded.students}
-    assert len(students) == 2 + len(ATTACKS) + len(BROKEN) + len(TREES) + 1 + len(OUTPUT_ATTACKS)  # 2 long names
+    kernel = len(kernel_attacks.attacks(Path("/"))) + 1  # and their victim
+    assert len(students) == 2 + len(ATTACKS) + len(BROKEN) + len(TREES) + 1 + len(OUTPUT_ATTACKS) + kernel
     assert all(s.item(BOXES) is not None for s in graded.students)
 
 
@@ -632,3 +642,24 @@ def test_text_from_submissions_is_escaped_in_every_output(graded: Gradebook, tmp
     results = json.loads((tmp_path / "out" / "gradescope" / "attack_hostile_text_in_messages" /
                           "results.json").read_text(encoding="utf-8"))
     assert results["test_output_format"] == "text"
+
+
+@pytest.mark.parametrize("name", sorted(kernel_attacks.attacks(Path("/"))))
+def test_attacks_on_the_kernel_get_nothing_and_reach_nothing(graded: Gradebook, name: str) -> None:
+    item = _cell(graded, f"attack_{name}")
+    assert not passed(item), f"{name} passed: {item.verdict}"
+    assert item.flagged, f"{name}: the scan names what it uses ({item.verdict})"
+    messages = [t.message for t in item.tests]
+    assert any("LOOT:" in m for m in messages), f"{name} never ran: {item.verdict}"
+    assert kernel_attacks.loot(messages) == [], messages[:1]
+
+
+def test_nothing_of_the_batch_outlives_it(graded: Gradebook) -> None:
+    """No process of the sandbox uids, no daemon, no file made outside a job's folder, no batch folder."""
+    assert kernel_attacks.daemons() == []
+    assert not kernel_attacks.node_mark().exists() and not ESCAPE_MARK.exists()
+    base = config.from_table({}).uid_base
+    assert [pid for uid in range(base, base + 64) for pid in uids.processes_of(uid)] == []
+    assert not list(Path(tempfile.gettempdir()).glob("mlcanon-grade-*/job-*")), "a job folder was left behind"
+    honest = _cell(graded, "honest_good")
+    assert honest.status == "scored" and honest.points == honest.max_points, "later jobs ran: the zygote lived"

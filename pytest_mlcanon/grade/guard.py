@@ -41,7 +41,7 @@ ANY_FRAME: dict[str, str] = {
     "os.fork": "INT104", "os.forkpty": "INT104", "os.system": "INT104", "os.exec": "INT104",
     "os.posix_spawn": "INT104", "os.spawn": "INT104", "subprocess.Popen": "INT104", "os.startfile": "INT104",
     "_thread.start_new_thread": "INT104",
-    "os.kill": "INT109", "os.killpg": "INT109", "signal.pthread_kill": "INT109",
+    "os.kill": "INT109", "os.killpg": "INT109", "signal.pthread_kill": "INT109", "resource.prlimit": "INT109",
 }
 DIRECT_CALLER: dict[str, str] = {
     "sys._getframe": "INT105", "sys._current_frames": "INT105", "gc.get_objects": "INT105",
@@ -156,6 +156,8 @@ class Guard:
             return (code, f"{event} {outside[0]}") if outside else None
         if event in ("object.__setattr__", "object.__delattr__", "object.__getattr__"):
             return self._judge_attribute(event, code, args)
+        if event == "resource.prlimit" and args and args[0] in (0, os.getpid()):
+            return None  # its own limits: it can only lower them
         return code, event
 
     def _judge_open(self, args: tuple[Any, ...]) -> tuple[str, str] | None:

@@ -19,7 +19,7 @@ class Rule:
 
 
 RULES: dict[str, Rule] = {rule.code: rule for rule in (
-    Rule("INT001", "ends or signals the process", "return a value or raise an exception; never exit the grader"),
+    Rule("INT001", "ends, signals or limits a process", "return a value or raise an exception; never exit the grader"),
     Rule("INT002", "patches the test machinery or another module's functions",
          "never assign to another module's attributes, register pytest hooks or touch sys.modules"),
     Rule("INT003", "imports the reference implementation of the item under test", "write the item yourself"),
@@ -42,7 +42,7 @@ RULES: dict[str, Rule] = {rule.code: rule for rule in (
     Rule("INT106", "tampered with the test machinery while running", "leave other modules' functions alone"),
     Rule("INT107", "forged or corrupted the result channel", "print nothing to file descriptors you did not open"),
     Rule("INT108", "ran dynamic or native code (blocked)", "write plain Python"),
-    Rule("INT109", "tried to signal a process (blocked)", "return a value or raise an exception"),
+    Rule("INT109", "tried to signal or limit another process (blocked)", "return a value or raise an exception"),
 )}
 
 

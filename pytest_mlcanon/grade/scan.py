@@ -24,7 +24,8 @@ from pytest_mlcanon.rubric.model import Finding
 from pytest_mlcanon.rubric.source import Source, SourceError, load, resolve, walk
 
 EXIT_CALLS = frozenset({"sys.exit", "os._exit", "os.abort", "os.kill", "os.killpg", "_thread.interrupt_main",
-                        "exit", "quit"})
+                        "exit", "quit", "os.pidfd_open", "os.setsid", "os.setpgid", "os.setpgrp",
+                        "resource.prlimit", "resource.setrlimit"})
 EXIT_EXCEPTIONS = frozenset({"SystemExit", "KeyboardInterrupt", "GeneratorExit"})
 PATCH_CALLS = frozenset({"sys.settrace", "sys.setprofile", "sys.addaudithook", "threading.settrace",
                          "threading.setprofile", "importlib.reload"})
@@ -42,12 +43,13 @@ FRAME_ATTRS = frozenset({"f_back", "f_locals", "f_globals", "f_builtins", "f_cod
 FILE_CALLS = frozenset({
     "open", "io.open", "codecs.open", "os.open", "os.fdopen", "os.write", "os.remove", "os.unlink", "os.rename",
     "os.renames", "os.replace", "os.mkdir", "os.makedirs", "os.rmdir", "os.removedirs", "os.chmod", "os.chown",
-    "os.link", "os.symlink", "os.truncate", "os.listdir", "os.scandir", "os.walk", "os.mkfifo", "os.chdir",
+    "os.link", "os.symlink", "os.truncate", "os.listdir", "os.scandir", "os.walk", "os.mkfifo", "os.mknod", "os.chdir",
+    "os.memfd_create", "os.sendfile", "torch.from_file", "numpy.fromfile",
     "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt", "numpy.load", "numpy.loadtxt",
-    "numpy.genfromtxt", "numpy.fromfile", "numpy.memmap", "torch.save", "torch.load",
+    "numpy.genfromtxt", "numpy.memmap", "torch.save", "torch.load",
 })
 FILE_METHODS = frozenset({"read_text", "read_bytes", "write_text", "write_bytes", "tofile", "touch", "symlink_to",
-                          "hardlink_to", "iterdir", "rglob"})
+                          "hardlink_to", "iterdir", "rglob", "from_file"})
 PROCESS_CALLS = frozenset({"os.fork", "os.forkpty", "os.system", "os.popen", "os.posix_spawn", "os.posix_spawnp",
                            "os.startfile", "_thread.start_new_thread", "_thread.start_new"})
 PROCESS_PREFIXES = ("os.exec", "os.spawn")
@@ -56,13 +58,14 @@ DYNAMIC_CALLS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint"
 DYNAMIC_ATTRS = frozenset({"__subclasses__", "__globals__", "__code__", "__closure__", "__builtins__", "__loader__"})
 
 MODULE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("INT001", ("signal",)),
+    ("INT001", ("signal", "resource")),
     ("INT002", ("pytest", "_pytest", "pluggy", "unittest.mock", "mock", "pytest_mlcanon", "builtins", "__builtin__",
                 "sitecustomize", "usercustomize", "atexit")),
     ("INT004", ("canon_tests", "conftest", *GC_GRAPH)),
     ("INT006", ("shutil", "tempfile", "glob", "pathlib", "fileinput", "zipfile", "tarfile", "sqlite3", "dbm",
-                "shelve")),
-    ("INT007", ("subprocess", "multiprocessing", "concurrent.futures", "threading", "_thread", "pty")),
+                "shelve", "mmap")),
+    ("INT007", ("subprocess", "multiprocessing", "concurrent.futures", "threading", "_thread", "pty",
+                "_posixsubprocess", "posix", "_posixshmem")),
     ("INT008", ("socket", "ssl", "urllib", "http", "requests", "httpx", "aiohttp", "ftplib", "smtplib", "poplib",
                 "imaplib", "telnetlib", "xmlrpc", "socketserver", "websocket", "websockets")),
     ("INT009", ("importlib", "ctypes", "cffi", "marshal", "pickle", "dill", "cloudpickle", "code", "codeop", "runpy",
@@ -227,10 +230,12 @@ class _Scanner:
             self.add("INT006", node, f"calls `.{node.func.attr}()`")
 
     def _name(self, func: ast.expr) -> str | None:
-        """The dotted origin of a called name through the imports; builtins by their own name."""
+        """The dotted origin of a called name through the imports; builtins by their own name; the
+        ``posix`` module (what ``os`` re-exports) by its ``os`` name."""
         if isinstance(func, ast.Name) and func.id not in self.source.aliases:
             return func.id
-        return resolve(func, self.source.aliases)
+        name = resolve(func, self.source.aliases)
+        return f"os.{name[6:]}" if name is not None and name.startswith("posix.") else name
 
     def _touches_import(self, node: ast.expr) -> bool:
         return any(isinstance(n, ast.Name) and n.id in self.source.aliases for n in ast.walk(node))
