@@ -186,6 +186,12 @@ def test_a_worker_answers_and_its_failures_are_one_line_errors(pool: WorkerPool)
     assert pool.call(len, "abcd") == 4, "the pool goes on after a failure"
 
 
+def test_a_worker_that_dies_is_replaced(pool: WorkerPool) -> None:
+    with pytest.raises(WorkerError, match=r"died \(exit status 3\)"):
+        pool.call(os._exit, 3)
+    assert pool.call(len, "abc") == 3
+
+
 def test_a_worker_past_its_deadline_is_killed_and_replaced(pool: WorkerPool) -> None:
     started = time.monotonic()
     with pytest.raises(WorkerError, match="ran over its time limit"):

@@ -46,6 +46,10 @@ class WorkerError(RuntimeError):
     """The call did not give an answer: it raised, ran over its deadline, or its worker died."""
 
 
+class WorkerDied(WorkerError):
+    """The worker process ended without answering (``call`` tries once more with a fresh one)."""
+
+
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in ANSWER_TYPES:
@@ -72,7 +76,7 @@ class _Worker:
             self.process.stdin.write(_frame(pickle.dumps((function, args))))
             self.process.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
-            raise WorkerError(f"the worker died ({self.describe()})") from exc
+            raise WorkerDied(f"the worker died ({self.describe()})") from exc
         deadline = time.monotonic() + timeout
         header = self._read(_HEADER.size, deadline)
         (size,) = _HEADER.unpack(header)
@@ -99,7 +103,9 @@ class _Worker:
                 continue
             chunk = os.read(fd, min(size, 1 << 20))
             if not chunk:
-                raise WorkerError(f"the worker died ({self.describe()})")
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=1)
+                raise WorkerDied(f"the worker died ({self.describe()})")
             chunks.append(chunk)
             size -= len(chunk)
         return b"".join(chunks)
@@ -138,7 +144,14 @@ class WorkerPool:
         self._closed = False
 
     def call(self, function: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
-        """``function(*args)`` in a worker; raises ``WorkerError`` (one line) when it gives no answer."""
+        """``function(*args)`` in a worker; raises ``WorkerError`` (one line) when it gives no answer. A
+        worker that died (not one that overran) is replaced and the call made once more."""
+        try:
+            return self._call(function, args, timeout)
+        except WorkerDied:
+            return self._call(function, args, timeout)
+
+    def _call(self, function: Callable[..., Any], args: tuple[Any, ...], timeout: float | None) -> Any:
         with self._worker() as worker:
             try:
                 return worker.call(function, args, self.timeout_s if timeout is None else timeout)
