@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import signal
 import stat
+import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -240,3 +244,95 @@ def test_markdown_cells_render_submission_text_literally() -> None:
 ])
 def test_csv_cells_are_empty_or_inert(value: str, shown: str) -> None:
     assert csvfile._safe(value) == shown
+
+
+# -- the sandbox -----------------------------------------------------------------------------------------------------
+
+CONFINED = """
+import os, sys, json, subprocess, time
+from pytest_mlcanon.grade import sandbox
+spec = sandbox.SandboxSpec(**json.loads(sys.argv[1]))
+report = int(sys.argv[2])
+done = sandbox.confine(spec, report)
+seen = {
+    "pid": os.getpid(),
+    "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    "outside": os.path.exists(sys.argv[3]),
+    "root_entries": sorted(os.listdir("/")),
+    "environment": sorted(os.environ),
+}
+try:
+    open("/mlcanon-write-test", "w")
+    seen["wrote_root"] = True
+except OSError:
+    seen["wrote_root"] = False
+os.write(report, json.dumps({"missing": done.missing, "seen": seen}).encode())
+os.close(report)
+if sys.argv[4] == "spin":
+    while True:
+        pass
+if sys.argv[4] == "flood":
+    while True:
+        try:
+            sys.stdout.write("x" * 65536)
+            sys.stdout.flush()
+        except OSError:
+            pass
+"""
+
+
+def _confined(tmp_path: Path, action: str, cpu_s: float = 30.0, output_mb: int = 16) -> tuple[dict[str, object], int]:
+    """Run ``CONFINED`` in a sandbox as a job would be; (what it saw, its wait status)."""
+    import json
+    import subprocess
+    import sys
+
+    import sandboxing
+
+    sandboxing.require()
+    from pytest_mlcanon.grade import batch, sandbox, uids
+
+    root = Path(tempfile.mkdtemp(prefix="mlcanon-confined-"))
+    os.chmod(root, 0o711)
+    pool = uids.UidPool(61900, 1) if os.geteuid() == 0 else None
+    uid = pool.acquire() if pool else None
+    try:
+        work, scratch, _ = batch.job_folder(root / "job", "work", None, uid, "")
+        spec = sandbox.SandboxSpec(str(root / "job"), str(work), str(scratch), uid, uid, cpu_s=cpu_s,
+                                   output_mb=output_mb)
+        secret = tmp_path / "outside.txt"
+        secret.write_text("x")
+        read_end, write_end = os.pipe()
+        env = {**os.environ, "MLCANON_FAKE_CI_TOKEN": "t"}
+        process = subprocess.Popen([sys.executable, "-c", CONFINED, json.dumps(asdict(spec)), str(write_end),
+                                    str(secret), action], pass_fds=(write_end,), env=env, cwd="/")
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as answer:
+            data = json.loads(answer.read() or b"{}")
+        status = process.wait(timeout=60)
+    finally:
+        if pool is not None:
+            pool.close()
+        shutil.rmtree(root, ignore_errors=True)
+    return data, status
+
+
+def test_a_confined_job_sees_nothing_of_the_machine(tmp_path: Path) -> None:
+    data, status = _confined(tmp_path, "exit")
+    seen = data["seen"]
+    assert data["missing"] == [] and status == 0
+    assert seen["pid"] == 1 and seen["processes"] == [1], "only its own processes"
+    assert seen["outside"] is False and seen["wrote_root"] is False
+    assert set(seen["root_entries"]) <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev",
+                                         "tmp", "proc", "sys", "root", "home", "opt", "work", "srv", "var"}
+    assert "MLCANON_FAKE_CI_TOKEN" not in seen["environment"]
+
+
+def test_a_confined_job_past_its_cpu_limit_ends_by_sigxcpu(tmp_path: Path) -> None:
+    _, status = _confined(tmp_path, "spin", cpu_s=1)
+    assert status == -signal.SIGXCPU
+
+
+def test_a_confined_job_past_its_output_limit_ends_by_sigxfsz_even_if_it_catches_the_error(tmp_path: Path) -> None:
+    _, status = _confined(tmp_path, "flood", output_mb=1)
+    assert status == -signal.SIGXFSZ

@@ -19,13 +19,15 @@ In the first two modes ``enter`` does, in this order:
 1. its own session, no inherited file descriptor but the result pipe, output to a log in scratch;
 2. new mount, PID, network (unless the config turns it off), IPC and UTS namespaces, and (without
    root) the user namespace they belong to, all in one ``unshare``;
-3. two forks. The process that called ``enter`` stays outside the new PID namespace as a
+3. a fork. The process that called ``enter`` stays outside the new PID namespace as the job's
    *supervisor*: it waits and then ends exactly as the job ended (the same exit status, or the same
    signal), so the zygote and the parent's watch see one process, and killing it kills the job. Its
-   child is the namespace's init (PID 1): it only waits; it dies with the supervisor
-   (``PR_SET_PDEATHSIG``), and when it dies the kernel kills every process of the namespace, so
-   nothing a job starts (a daemon, a fork bomb) outlives it. Its child (PID 2) is the job: not PID 1,
-   so the kernel's limit signals (SIGXCPU, SIGXFSZ) reach it as they reach any process;
+   child, the job, is PID 1 of the namespace: it dies with the supervisor (``PR_SET_PDEATHSIG``), and
+   when it dies the kernel kills every process of the namespace, so nothing it starts (a daemon, a
+   fork bomb) outlives it. As PID 1 it ignores the kernel's SIGXCPU and SIGXFSZ unless it handles
+   them: the CPU limit kills it at the hard limit (reported as SIGXCPU), and a handler ends it at the
+   file-size limit (reported as SIGXFSZ). A separate init would spare that, at the cost of a second
+   fork of the zygote-sized process (~20 ms of CPU);
 4. a **minimal root**: an empty tmpfs holding read-only binds of the system folders (``/usr``,
    ``/etc``...), the Python installation (without the folders of a source checkout beside our three
    packages) and the job folder, whose scratch folder alone is writable; a private ``/dev`` (null,
@@ -95,6 +97,8 @@ OUR_PACKAGES = ("pytest_mlcanon", "canon_refs", "canon_tests")
 KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_MESSAGES", "TZ", "PYTHONPATH",
             "PYTHONHOME", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CONDA_PREFIX")
 LOG_NAME = "output.log"
+#: How the job (PID 1) tells its supervisor it passed the file-size limit (128 + SIGXFSZ).
+OUTPUT_LIMIT_EXIT = 128 + int(signal.SIGXFSZ)
 ROOT_NAME = ".root"
 SHM_MB = 64
 
@@ -137,7 +141,7 @@ def enter(spec: SandboxSpec, keep_fd: int) -> list[str]:
 
 
 def confine(spec: SandboxSpec, keep_fd: int) -> Confinement:
-    """Confine the calling process; in the namespaced modes it returns in the job (PID 2 of its own
+    """Confine the calling process; in the namespaced modes it returns in the job (PID 1 of its own
     PID namespace) while the calling process supervises it and never returns."""
     done = Confinement()
     os.setsid()
@@ -158,7 +162,7 @@ def confine(spec: SandboxSpec, keep_fd: int) -> Confinement:
         done.mode = "root" if root else "user namespace"
         if not root:
             _map_user()
-        _supervise(keep_fd)  # returns in the job, PID 2 of the new PID namespace
+        _supervise(keep_fd, spec.cpu_s)  # returns in the job, PID 1 of the new PID namespace
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         done.note(_network(spec), "" if spec.network else "network (turned off in the teacher's config)")
         if spec.filesystem:
@@ -232,58 +236,42 @@ def _map_user() -> None:
             handle.write(text)
 
 
-def _supervise(keep_fd: int) -> None:
-    """Fork the namespace's init, which forks the job; returns in the job. The calling process
-    (outside the PID namespace) and the init wait and never return: each ends as the job ended."""
-    report_r, report_w = os.pipe()
+def _supervise(keep_fd: int, cpu_s: float) -> None:
+    """Fork the job into the new PID namespace, where it is PID 1; returns in the job. The calling
+    process stays outside as the job's supervisor: it waits, then ends as the job ended, and the job
+    dies with it (``PR_SET_PDEATHSIG``). When PID 1 of a namespace dies, the kernel kills every other
+    process in it."""
     alive_r, alive_w = os.pipe()  # the supervisor never writes to it: EOF means it is gone
-    init = os.fork()
-    if init:
-        for fd in (report_w, alive_r, keep_fd):
-            os.close(fd)
-        _end_as(_wait_for(init, report_r))
-    os.close(report_r)
+    job = os.fork()
+    if job:
+        os.close(alive_r)
+        os.close(keep_fd)
+        _end_as(_as_ended(job, cpu_s))
     os.close(alive_w)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if select.select([alive_r], [], [], 0)[0]:  # the supervisor was killed before the line above
         os._exit(1)
-    job = os.fork()
-    if job:
-        os.close(keep_fd)
-        status = _reap_until(job)
-        os.write(report_w, struct.pack("!i", status))
-        os._exit(0)
-    os.close(report_w)
     os.close(alive_r)
 
 
-def _wait_for(init: int, report_r: int) -> int:
-    """The job's wait status as the init reported it; the init's own when it died before reporting."""
-    _, status = _waitpid(init)
-    data = b""
-    try:
-        data = os.read(report_r, 4)
-    except OSError:
-        pass
-    return struct.unpack("!i", data)[0] if len(data) == 4 else status
-
-
-def _reap_until(job: int) -> int:
-    """As PID 1: reap every child (orphans are given to it) until the job itself has ended."""
-    while True:
-        pid, status = _waitpid(-1)
-        if pid == job or pid < 0:
-            return status
-
-
-def _waitpid(pid: int) -> tuple[int, int]:
+def _as_ended(job: int, cpu_s: float) -> int:
+    """The job's wait status as any process would have ended. PID 1 of a namespace ignores the
+    kernel's SIGXCPU, so past its CPU limit it is killed at the hard limit by SIGKILL; that is
+    reported as the SIGXCPU it would have been (SIGKILL from outside kills this supervisor first)."""
     while True:
         try:
-            return os.waitpid(pid, 0)
+            _, status, usage = os.wait4(job, 0)
+            break
         except InterruptedError:
             continue
         except ChildProcessError:
-            return -1, 0
+            return 1 << 8
+    if (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+            and usage.ru_utime + usage.ru_stime >= max(1, int(cpu_s))):
+        return int(signal.SIGXCPU)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == OUTPUT_LIMIT_EXIT:
+        return int(signal.SIGXFSZ)
+    return status
 
 
 def _end_as(status: int) -> None:
@@ -495,7 +483,9 @@ def _pivot(new: str) -> bool:
 
 
 def _limits(spec: SandboxSpec, host_processes: int, dropping: bool) -> None:
-    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it: a flood must kill, not raise EFBIG
+    # Python ignores SIGXFSZ: a flood must end the job, not raise EFBIG. PID 1 of a namespace ignores
+    # the default action, so the job ends itself in a handler, and its supervisor reports the signal.
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL if os.getpid() != 1 else _output_limit)
     cpu = max(1, int(spec.cpu_s))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -508,6 +498,10 @@ def _limits(spec: SandboxSpec, host_processes: int, dropping: bool) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     except (ValueError, OSError):
         pass
+
+
+def _output_limit(signum: int, frame: object) -> None:
+    os._exit(OUTPUT_LIMIT_EXIT)
 
 
 def _vm_size() -> int:
@@ -642,7 +636,7 @@ def _walls_hold(done: Confinement) -> None:
         return
     if any(m.startswith(("processes", "file system")) for m in done.missing):
         return  # already known to be open
-    others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]  # 1: its init
+    others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
     if others:
         done.missing.append(f"processes (the probe saw {len(others)} other process(es))")
     try:
