@@ -15,8 +15,9 @@ Wall times on a shared machine include other processes' load, so the CPU seconds
 the kernel's accounting of each child) are printed too, beside the floor: the item's own reference
 tests run by plain ``pytest --canon-item`` on the same files with the jobs' ini, in a process forked
 from a warm one (what any grader that runs the tests must pay), so the grader's own share of a job
-is the difference. The parent's CPU per job (snapshot, scan, watch, and the rubric it recomputes)
-runs beside the children: free with one worker on two cores, not with two.
+is the difference. The parent's CPU per job (snapshot, watch, assessment) and its scoring workers'
+(the scan and the rubric it recomputes, on the untrusted files) run beside the children: free with
+one worker on two cores, not with two.
 
     python benchmarks/grade_speed.py [--item posttrain/dpo] [--marginal-n 10] [--batch-n 40]
 """
@@ -39,6 +40,7 @@ from typing import Any
 from pytest_mlcanon import catalog
 from pytest_mlcanon.grade import batch, config
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult
+from pytest_mlcanon.grade.worker import WorkerPool
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = REPO / "examples" / "learners" / "good"
@@ -70,6 +72,7 @@ class Timing:
     spans: list[tuple[float, float]]
     done: list[tuple[float, ItemResult]]
     parent_cpu: float
+    workers_cpu: float  # the scoring workers' (the scan and the rubric, on the untrusted files)
 
 
 def timed_batch(folder: Path, item: str, workers: int) -> tuple[Gradebook, Timing]:
@@ -84,7 +87,15 @@ def timed_batch(folder: Path, item: str, workers: int) -> tuple[Gradebook, Timin
         finally:
             spans.append((start, time.monotonic()))
 
+    pools: list[WorkerPool] = []
+
+    class CountedPool(WorkerPool):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            pools.append(self)
+
     batch.run_job = timed_run_job
+    batch.WorkerPool = CountedPool  # type: ignore[misc]
     cpu = time.process_time()
     started = time.monotonic()
     try:
@@ -92,11 +103,12 @@ def timed_batch(folder: Path, item: str, workers: int) -> tuple[Gradebook, Timin
                            on_result=lambda _, cell: done.append((time.monotonic(), cell)))
     finally:
         batch.run_job = run_job
+        batch.WorkerPool = WorkerPool  # type: ignore[misc]
     total = time.monotonic() - started
     bad = [c.verdict for _, c in done if c.status != "scored" or c.score != 5]
     if bad:
         sys.exit(f"grade_speed: the good learner did not score 5/5: {bad[:3]}")
-    return book, Timing(total, spans, done, time.process_time() - cpu)
+    return book, Timing(total, spans, done, time.process_time() - cpu, sum(p.spent_s for p in pools))
 
 
 def floor_cpu(item: catalog.Item, runs: int = 5) -> float:
@@ -176,7 +188,8 @@ def main() -> int:
         print(f"marginal cost per submission (1 worker, {args.marginal_n} submissions): {marginal:.2f} s wall, "
               f"{cpu:.2f} s CPU per job (median; the grader's share: {cpu - floor:+.2f} s); target <= "
               f"{TARGET_MARGINAL_S} s: {mark}")
-        print(f"  the parent beside it: {timing.parent_cpu / args.marginal_n:.2f} s CPU per job (with its start-up)")
+        print(f"  the parent beside it: {timing.parent_cpu / args.marginal_n:.2f} s CPU per job (with its start-up), "
+              f"its scoring workers {timing.workers_cpu / args.marginal_n:.2f} s")
         book, timing = timed_batch(make_class(root, item, args.batch_n), item.slug, 2)
         total = timing.total
         jobs = max(t for t, _ in timing.done) - min(start for start, _ in timing.spans)  # to the last grade

@@ -346,7 +346,29 @@ def _tree_long_folder(folder: Path) -> None:
     _write(folder.parent, LONG_FOLDER[:-1] + "y", {BOXES: _wrong_boxes()})
 
 
+def _tree_case_collision(folder: Path) -> None:
+    _write(folder.parent, folder.name, {BOXES: _wrong_boxes()})
+    _write(folder.parent, folder.name.title(), {BOXES: _wrong_boxes()})  # one folder on macOS and Windows
+
+
+def _tree_reserved_name(folder: Path) -> None:
+    _write(folder.parent, "CON", {BOXES: _wrong_boxes()})  # a device on Windows
+
+
+def _tree_huge_file(folder: Path) -> None:
+    _write(folder.parent, folder.name, {BOXES: _wrong_boxes() + b"#" * (2 << 20) + b"\n"})
+
+
+def _tree_many_modules(folder: Path) -> None:
+    _write(folder.parent, folder.name, {BOXES: _wrong_boxes(),
+                                        **{f"detection/m{n:03d}": b"X = 1\n" for n in range(450)}})
+
+
 TREES: dict[str, Callable[[Path], None]] = {
+    "case_collision": _tree_case_collision,
+    "reserved_name": _tree_reserved_name,
+    "huge_file": _tree_huge_file,
+    "many_modules": _tree_many_modules,
     "deep_expression": _tree_deep_expression,
     "backtracking_docstring": _tree_backtracking_docstring,
     "symlink_to_classmate": _tree_symlink_to_classmate,
@@ -366,6 +388,8 @@ def _tree_students(book: Gradebook) -> dict[str, list[str]]:
     found = {name: [i for i in ids if i == f"attack_{name}"] for name in TREES}
     found["non_utf8_folder"] = [i for i in ids if i.startswith("attack_non_utf8")]
     found["long_folder"] = [i for i in ids if i.startswith("attack_long")]
+    found["case_collision"] = [i for i in ids if i.casefold().startswith("attack_case_collision")]
+    found["reserved_name"] = [i for i in ids if i == "CON_"]
     return found
 
 
@@ -424,6 +448,15 @@ def test_odd_folder_names_become_safe_readable_unique_ids(graded: Gradebook) -> 
     longs = ids["long_folder"]
     assert len(longs) == 2 and len(set(longs)) == 2 and all(len(i) <= 60 for i in longs), longs
     assert _cell(graded, odd).status == "scored" and all(_cell(graded, i).status == "scored" for i in longs)
+    assert sorted(ids["case_collision"]) == ["Attack_Case_Collision", "attack_case_collision-2"]
+    assert ids["reserved_name"] == ["CON_"]
+
+
+def test_the_snapshot_has_budgets_of_size_and_count(graded: Gradebook) -> None:
+    huge = next(s for s in graded.students if s.student == "attack_huge_file")
+    assert "detection/boxes.py (over 1 MB)" in huge.problem and _cell(graded, huge.student).status == "not attempted"
+    many = next(s for s in graded.students if s.student == "attack_many_modules")
+    assert "(over 400 files)" in many.problem and "and 46 more" in many.problem, many.problem
 
 
 @pytest.fixture(scope="module")
@@ -569,7 +602,8 @@ def test_broken_submissions_fail_for_the_right_reason(graded: Gradebook) -> None
 def test_the_batch_completes_with_a_row_per_student(graded: Gradebook) -> None:
     students = {s.student for s in graded.students}
     kernel = len(kernel_attacks.attacks(Path("/"))) + 1  # and their victim
-    assert len(students) == 2 + len(ATTACKS) + len(BROKEN) + len(TREES) + 1 + len(OUTPUT_ATTACKS) + kernel
+    doubled = 2  # the two long names, the two names equal but for case
+    assert len(students) == 2 + len(ATTACKS) + len(BROKEN) + len(TREES) + doubled + len(OUTPUT_ATTACKS) + kernel
     assert all(s.item(BOXES) is not None for s in graded.students)
 
 

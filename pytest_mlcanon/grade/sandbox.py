@@ -313,31 +313,40 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
 # -- the minimal root --------------------------------------------------------------------------------------
 
 
-def exposed_paths(job_dir: str, sys_path: Iterable[str] | None = None) -> list[str]:
+def exposed_paths(job_dir: str) -> list[str]:
     """The folders of the machine a job sees (read-only), besides its own folder: the system folders
     and what Python needs. Never ``/``, the batch's folder or one holding it, nor a source checkout's
     other folders (only ``OUR_PACKAGES`` of it)."""
     batch = os.path.realpath(os.path.dirname(job_dir.rstrip("/")))
-    wanted: list[str] = [p for p in SYSTEM_PATHS if os.path.lexists(p)]
+    system = [p for p in SYSTEM_PATHS if os.path.lexists(p)]
+    return _outermost([*system, *(p for p in _python_paths() if not _shows_too_much(p, batch))])
+
+
+def warm() -> None:
+    """Compute once, in the zygote before it forks, what every job's confinement needs."""
+    _libc()
+    _python_paths()
+
+
+@functools.cache
+def _python_paths() -> tuple[str, ...]:
+    """The folders Python needs (its prefixes, standard library, site folders, ``sys.path`` and our
+    packages), each as written and as resolved; of a source checkout, only ``OUR_PACKAGES``."""
     python = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
     python |= {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))}
-    python |= {p for p in (sys.path if sys_path is None else sys_path) if p}
-    for package in OUR_PACKAGES:
-        spec = _find_package(package)
-        if spec:
-            python.add(spec)
+    python |= {p for p in sys.path if p}
+    python |= {found for package in OUR_PACKAGES if (found := _find_package(package))}
+    wanted: list[str] = []
     for path in sorted(python):
         if not os.path.isdir(path):
             continue
         for variant in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
-            if _shows_too_much(variant, batch):
-                continue
             if all(os.path.isdir(os.path.join(variant, p)) for p in OUR_PACKAGES[:2]) and "-packages" not in variant:
                 wanted += [os.path.join(variant, p) for p in OUR_PACKAGES if os.path.isdir(os.path.join(variant, p))]
             else:
                 wanted.append(variant)
-    return _outermost(wanted)
+    return tuple(wanted)
 
 
 def _find_package(name: str) -> str | None:

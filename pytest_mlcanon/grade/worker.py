@@ -119,6 +119,15 @@ class _Worker:
             return "still running"
         return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
 
+    def cpu_s(self) -> float:
+        """The CPU seconds this worker has used so far (0 once it is gone)."""
+        try:
+            with open(f"/proc/{self.process.pid}/stat", encoding="ascii") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
@@ -142,6 +151,7 @@ class WorkerPool:
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
         self._closed = False
+        self.spent_s = 0.0  # CPU seconds of the workers gone so far (for the benchmarks)
 
     def call(self, function: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
         """``function(*args)`` in a worker; raises ``WorkerError`` (one line) when it gives no answer. A
@@ -189,6 +199,7 @@ class WorkerPool:
             self._discard(worker)
 
     def _discard(self, worker: _Worker) -> None:
+        self.spent_s += worker.cpu_s()
         worker.kill()
         with self._lock:
             if worker in self._all:
@@ -199,6 +210,7 @@ class WorkerPool:
             self._closed = True
             workers, self._all = self._all, []
         for worker in workers:
+            self.spent_s += worker.cpu_s()
             worker.kill()
 
 

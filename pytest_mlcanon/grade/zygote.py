@@ -59,7 +59,7 @@ def _preload() -> None:
     import pytest_mlcanon.run  # noqa: F401
     from pytest_mlcanon.grade import sandbox
 
-    sandbox._libc()  # noqa: SLF001 - load the C library once, not in every child
+    sandbox.warm()  # the C library and Python's folders, once, not in every child
     _cache_assertion_rewrites()
 
 
