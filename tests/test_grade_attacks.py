@@ -37,6 +37,7 @@ FLAWED = REPO / "examples" / "learners" / "flawed"
 BOXES = "detection/boxes"
 DPO = "posttrain/dpo"
 ESCAPE_MARK = Path("/tmp") / f"mlcanon-attack-escaped-{os.getpid()}"
+BATCH_TEMP = Path("/tmp") / f"mlcanon-attack-batch-{os.getpid()}"
 
 WRONG_IOU = '''
 def box_iou(boxes1, boxes2):
@@ -477,9 +478,12 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Gradebook:
     sandboxing.require()
     ESCAPE_MARK.unlink(missing_ok=True)
     os.environ[kernel_attacks.SECRET_ENV] = kernel_attacks.SECRET_VALUE
+    tempfile.tempdir, temp = str(BATCH_TEMP), tempfile.tempdir  # the batch's own folders, to check they go
+    BATCH_TEMP.mkdir(mode=0o711, exist_ok=True)
     try:
         yield batch.grade(root, _config(), progress=False)
     finally:
+        tempfile.tempdir = temp
         del os.environ[kernel_attacks.SECRET_ENV]
         ESCAPE_MARK.unlink(missing_ok=True)
         kernel_attacks.node_mark().unlink(missing_ok=True)
@@ -694,6 +698,7 @@ def test_nothing_of_the_batch_outlives_it(graded: Gradebook) -> None:
     assert not kernel_attacks.node_mark().exists() and not ESCAPE_MARK.exists()
     base = config.from_table({}).uid_base
     assert [pid for uid in range(base, base + 64) for pid in uids.processes_of(uid)] == []
-    assert not list(Path(tempfile.gettempdir()).glob("mlcanon-grade-*/job-*")), "a job folder was left behind"
+    assert list(BATCH_TEMP.iterdir()) == [], "the batch's folders are removed"
+    BATCH_TEMP.rmdir()
     honest = _cell(graded, "honest_good")
     assert honest.status == "scored" and honest.points == honest.max_points, "later jobs ran: the zygote lived"

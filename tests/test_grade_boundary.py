@@ -10,6 +10,7 @@ import shutil
 import signal
 import stat
 import tempfile
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -204,6 +205,26 @@ def test_a_worker_past_its_deadline_is_killed_and_replaced(pool: WorkerPool) -> 
     assert pool.call(len, "ab") == 2
 
 
+def test_the_parent_waiting_on_a_worker_stays_responsive_to_sigterm(pool: WorkerPool) -> None:
+    """A SIGTERM (a cancelled CI job) reaches the parent within a second while its worker is stuck in a
+    pattern that backtracks; the worker is killed with the call."""
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    started = time.monotonic()
+    try:
+        timer.start()
+        with pytest.raises(SystemExit):
+            pool.call(BACKTRACKING_PATTERN.search, BACKTRACKING_TEXT, timeout=120)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, previous)
+    assert time.monotonic() - started < 5
+    assert pool.call(len, "ab") == 2
+
+
 def test_a_worker_answer_may_hold_only_plain_data_and_rubric_results(pool: WorkerPool) -> None:
     finding = Finding("EXP001", "a.py", 1, "m", "h")
     assert pool.call(AxisResult, False, (finding,)) == AxisResult(False, (finding,))
@@ -260,6 +281,8 @@ seen = {
     "outside": os.path.exists(sys.argv[3]),
     "root_entries": sorted(os.listdir("/")),
     "environment": sorted(os.environ),
+    "capabilities": [line.split()[1] for line in open("/proc/self/status") if line.startswith(("CapEff", "CapPrm"))],
+    "uid": os.getuid(),
 }
 try:
     open("/mlcanon-write-test", "w")
@@ -326,6 +349,7 @@ def test_a_confined_job_sees_nothing_of_the_machine(tmp_path: Path) -> None:
     assert set(seen["root_entries"]) <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev",
                                          "tmp", "proc", "sys", "root", "home", "opt", "work", "srv", "var"}
     assert "MLCANON_FAKE_CI_TOKEN" not in seen["environment"]
+    assert seen["capabilities"] == ["0000000000000000", "0000000000000000"] and seen["uid"] != 0
 
 
 def test_a_confined_job_past_its_cpu_limit_ends_by_sigxcpu(tmp_path: Path) -> None:
