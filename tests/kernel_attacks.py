@@ -41,14 +41,17 @@ def box_iou(boxes1, boxes2):
     # reports what the import-time attack obtained, in every test's message
     raise ValueError("LOOT:" + ",".join(_LOOT))
 '''
+    others = '''
+def _others():
+    return [pid for pid in range(1, 4096) if pid != os.getpid()]
+
+'''
     mark = str(node_mark())
     return {
-        "prlimit_every_pid": ("import os\nimport resource\n", '''
+        "prlimit_every_pid": ("import os\nimport resource\n", others + '''
 def _limit_everyone():
     hits = []
-    for pid in range(1, 4096):
-        if pid == os.getpid():
-            continue
+    for pid in _others():
         try:
             resource.prlimit(pid, resource.RLIMIT_NOFILE, (3, 3))
             hits.append(f"GOT-PRLIMIT-{pid}")
@@ -59,12 +62,10 @@ def _limit_everyone():
 
 _LOOT = _limit_everyone()
 ''' + loot),
-        "pidfd_kill_every_pid": ("import os\nimport signal\n", '''
+        "pidfd_kill_every_pid": ("import os\nimport signal\n", others + '''
 def _kill_everyone():
     hits = []
-    for pid in range(1, 4096):
-        if pid == os.getpid():
-            continue
+    for pid in _others():
         try:
             fd = os.pidfd_open(pid)
         except BaseException:
