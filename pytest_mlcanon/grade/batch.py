@@ -123,11 +123,13 @@ def _marked(cell: ItemResult, unsandboxed: list[str]) -> ItemResult:
 
 def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snapshots: Path, config: GradeConfig,
           pool: WorkerPool) -> tuple[list[StudentResult], dict[tuple[str, str], ItemResult], list[Job]]:
-    """Snapshot and scan every submission; the cells of items that will not run, and the jobs."""
+    """Snapshot and scan every submission; the cells of items that will not run, and the jobs. The
+    scans run side by side on the pool's workers, so a file that takes a scan to its deadline holds
+    up one worker, not the class."""
     snapshots.mkdir(mode=0o700)
     cells: dict[tuple[str, str], ItemResult] = {}
     students: list[StudentResult] = []
-    jobs: list[Job] = []
+    wanted: list[tuple[str, catalog.Item, Path]] = []
     for sub in subs:
         student = StudentResult(sub.student, readable(str(sub.folder)), readable(str(sub.impl or "")),
                                 clean(sub.problem, 400))
@@ -152,14 +154,19 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
             if missing:
                 cells[(sub.student, item.slug)] = not_run(
                     item, "not attempted", "no " + ", ".join(f"{m}.py" for m in missing), config)
-                continue
+            else:
+                wanted.append((sub.student, item, folder))
+    jobs: list[Job] = []
+    with ThreadPoolExecutor(max_workers=pool.size, thread_name_prefix="mlcanon-scan") as scans:
+        futures = [scans.submit(pool.call, scan.scan, item, folder, snapshots) for _, item, folder in wanted]
+        for (student_id, item, folder), future in zip(wanted, futures):
             try:
-                found = pool.call(scan.scan, item, folder, snapshots)
+                found = future.result()
             except WorkerError as exc:
-                cells[(sub.student, item.slug)] = cleaned(not_run(
+                cells[(student_id, item.slug)] = cleaned(not_run(
                     item, "error", f"the files could not be read for the integrity scan: {exc}", config))
                 continue
-            jobs.append(Job(len(jobs) + 1, sub.student, item, folder, found))
+            jobs.append(Job(len(jobs) + 1, student_id, item, folder, found))
     return students, cells, jobs
 
 

@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pytest_mlcanon.grade.sandbox import environment
@@ -152,6 +153,9 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._closed = False
         self.spent_s = 0.0  # CPU seconds of the workers gone so far (for the benchmarks)
+        # Workers die with the thread that started them (PR_SET_PDEATHSIG): one thread, as long-lived as
+        # the pool, starts them all, whichever thread asks.
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlcanon-worker-spawner")
 
     def call(self, function: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
         """``function(*args)`` in a worker; raises ``WorkerError`` (one line) when it gives no answer. A
@@ -190,7 +194,7 @@ class WorkerPool:
                     if self._closed:
                         raise WorkerError("the worker pool is closed") from None
                     if len(self._all) < self.size:
-                        worker = _Worker(self.memory_mb)
+                        worker = self._spawner.submit(_Worker, self.memory_mb).result()
                         self._all.append(worker)
                         return worker
                 worker = self._idle.get()
@@ -212,6 +216,7 @@ class WorkerPool:
         for worker in workers:
             self.spent_s += worker.cpu_s()
             worker.kill()
+        self._spawner.shutdown(wait=False)
 
 
 # -- the worker's side ---------------------------------------------------------------------------------
