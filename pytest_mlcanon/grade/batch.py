@@ -86,7 +86,7 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
     uid_pool: uids.UidPool | None = None
     try:
         uid_pool = uids.UidPool(config.uid_base, workers(config)) if os.geteuid() == 0 and config.user else None
-        confinement = _probe(root, config, uid_pool)
+        confinement = probe(root, config, uid_pool)
         if any(sub.impl is not None for sub in subs):
             warm = _Warm(root, items, seed, config)  # the zygote imports torch and calibrates meanwhile
         students, cells, jobs = _plan(subs, items, root / "snapshots", config, pool)
@@ -409,7 +409,7 @@ def job_folder(job_dir: Path, name: str, source: Path | None, uid: int | None, i
     return work, scratch, ini
 
 
-def _probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None) -> sandbox.Confinement:
+def probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None) -> sandbox.Confinement:
     """Confine a throwaway process as every job will be (``sandbox.probe``): the batch's own account of
     its sandbox, from a process that ran none of a submission's code. Where the sandbox would leave a
     job something to reach (``Confinement.missing``), the batch refuses (``BatchError``, one line)
