@@ -286,6 +286,13 @@ def _tree_backtracking_docstring(folder: Path) -> None:
     _write(folder.parent, folder.name, {BOXES: _wrong_boxes(docstring=f"IoU. {BACKTRACKING}")})
 
 
+def _tree_long_shapes(folder: Path) -> None:
+    """A 300 KB shape in the docstring and in a comment: the shape grammar once took its length squared."""
+    group = "(" + "a, " * 100_000 + "b)"
+    source = _wrong_boxes(docstring=f"IoU. {group}").decode() + f"\n_LONG = torch.zeros(2)  # {group}\n"
+    _write(folder.parent, folder.name, {BOXES: source.encode()})
+
+
 def _tree_symlink_to_classmate(folder: Path) -> None:
     folder.mkdir()
     (folder / "practice").symlink_to(Path("..") / "honest_good")
@@ -366,6 +373,7 @@ def _tree_many_modules(folder: Path) -> None:
 
 
 TREES: dict[str, Callable[[Path], None]] = {
+    "long_shapes": _tree_long_shapes,
     "case_collision": _tree_case_collision,
     "reserved_name": _tree_reserved_name,
     "huge_file": _tree_huge_file,
@@ -410,6 +418,7 @@ def test_a_deep_expression_is_an_error_of_that_student_only(graded: Gradebook) -
 
 
 def test_a_docstring_built_to_backtrack_is_scored_all_the_same(graded: Gradebook) -> None:
+    assert _cell(graded, "attack_long_shapes").status == "scored", _cell(graded, "attack_long_shapes").verdict
     item = _cell(graded, "attack_backtracking_docstring")
     assert item.status == "scored", item.verdict
     assert item.axes["explanation"] is True or "EXP004" not in {f.code for f in item.findings}

@@ -233,14 +233,17 @@ def test_a_worker_answer_may_hold_only_plain_data_and_rubric_results(pool: Worke
     assert pool.call(len, "a") == 1
 
 
-def test_the_shape_pattern_is_linear_on_a_docstring_built_to_backtrack(pool: WorkerPool) -> None:
-    """The broken fixture above needs minutes on this text (each added ``, a        `` multiplies its
-    work about ninefold); the pattern as fixed answers at once, and still finds shapes."""
-    assert pool.call(explanation.SHAPE_IN_PROSE.search, BACKTRACKING_TEXT, timeout=10) is None
-    for prose in ("(B, T, d)", "(N,)", "shape (B, T - 1)", "( B , T )", "(B, ..., d)"):
-        assert explanation.SHAPE_IN_PROSE.search(prose), prose
-    for prose in ("sigmoid(z)", "(RetinaNet)", "(a, b", "f(a, b)"):
-        assert not explanation.SHAPE_IN_PROSE.search(prose), prose
+def test_reading_shapes_in_prose_is_linear_on_docstrings_built_to_be_slow(pool: WorkerPool) -> None:
+    """The broken fixture above needs minutes on ``BACKTRACKING_TEXT`` (each added ``, a        ``
+    multiplies its work about ninefold), and a 300 KB parenthesised group once cost its length squared
+    (94 s); the Explanation axis reads both at once, and still tells shapes from the rest."""
+    long_group = "(" + "a, " * 100_000 + "b)"
+    assert pool.call(explanation.states_a_shape, BACKTRACKING_TEXT, timeout=10) is False
+    assert pool.call(explanation.states_a_shape, long_group, timeout=20) is True
+    for prose in ("(B, T, d)", "(N,)", "shape (B*T, V)", "(n/world,)", "(B, ..., d)"):
+        assert explanation.states_a_shape(prose), prose
+    for prose in ("sigmoid(z)", "(RetinaNet)", "(Karpathy, 2020)"):
+        assert not explanation.states_a_shape(prose), prose
 
 
 # -- what the outputs show -----------------------------------------------------------------------------------------

@@ -322,8 +322,9 @@ def _dim_expr(text: str, parser: _Parser) -> ast.expr:
 
     ``2w`` is ``2*w``; ``x^2``, ``x²`` are powers; ``1|H`` and ``2 or 3`` are alternatives; a size with a
     label (``16 patches``, ``d_v 32``) is the number; ``sum M`` (``ΣM``) is one name."""
+    # built for every dim, raised for few: the comment is cut, or a long one costs its length squared
     bad = ShapeSyntaxError(f"dimension {text!r} is not a name, a number or an arithmetic expression of them "
-                           f"in {parser.text!r}")
+                           f"in {parser.text[:200]!r}")
     tokens = _dim_tokens(text, bad)
     kinds = [kind for kind, _ in tokens]
     if kinds in (["int", "name"], ["name", "int"]):  # 16 patches, d_v 32: a labelled size
