@@ -65,6 +65,19 @@ def test_grammar_rejects_malformed_comments(comment: str, hint: str) -> None:
     assert hint in info.value.hint and bool(hint) == bool(info.value.hint)
 
 
+@pytest.mark.parametrize("comment", ["(a " * 3000 + ")" * 3000, "(" + "a, " * 100_000 + "b)", "(" * 5000])
+def test_grammar_bounds_what_it_reads_of_an_untrusted_comment(comment: str) -> None:
+    """Nested or long past any shape: a syntax error (not a RecursionError), its message cut."""
+    with pytest.raises(shape_grammar.ShapeSyntaxError) as info:
+        shape_grammar.parse(comment)
+    assert len(str(info.value)) < 2 * shape_grammar.MAX_TEXT
+
+
+def test_grammar_reads_a_shape_before_a_long_note() -> None:
+    parsed = shape_grammar.parse("(B, T); " + "the logits " * 200)
+    assert str(parsed) == "(B, T)" and parsed.free_text.startswith("the logits")
+
+
 def test_shape_lines_need_comments(tmp_path: Path) -> None:
     findings = _lint(tmp_path, DOC + '''
 import torch

@@ -48,6 +48,11 @@ _ALT_OR = re.compile(r"\s+or\s+")
 _EACH = re.compile(r"\s*\beach\b")
 _STARRED = re.compile(r"\*[^\W\d]\w*")
 _PLACEHOLDER = "__mlcanon_dim_"
+#: A comment is read as a shape within its first ``MAX_TEXT`` characters (the rest is a note), and
+#: shapes nest ``MAX_NESTING`` deep at most: untrusted comments are parsed in time linear in this
+#: bound, whatever their length, and never exhaust the stack.
+MAX_TEXT = 1000
+MAX_NESTING = 16
 
 
 class ShapeSyntaxError(ValueError):
@@ -130,7 +135,7 @@ def looks_like_shape(comment: str) -> bool:
 
 def parse(comment: str) -> ShapeComment:
     """Parse a comment's text (without the leading ``#``); raises ShapeSyntaxError."""
-    parser = _Parser(comment.strip())
+    parser = _Parser(comment.strip()[:MAX_TEXT])
     return parser.comment()
 
 
@@ -151,9 +156,10 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     def error(self, message: str, hint: str = "") -> ShapeSyntaxError:
-        return ShapeSyntaxError(f"{message} at column {self.pos + 1} of {self.text!r}", hint)
+        return ShapeSyntaxError(f"{message} at column {self.pos + 1} of {_cut(self.text)!r}", hint)
 
     def peek(self, token: str) -> bool:
         return self.text.startswith(token, self.pos)
@@ -210,6 +216,15 @@ class _Parser:
         return tuple(shapes)
 
     def shape(self) -> Shape:
+        if self.depth >= MAX_NESTING:
+            raise self.error(f"shapes nested over {MAX_NESTING} deep")
+        self.depth += 1
+        try:
+            return self._shape()
+        finally:
+            self.depth -= 1
+
+    def _shape(self) -> Shape:
         if self.eat("scalar"):
             return Shape("scalar")
         if self.eat("None"):
@@ -317,14 +332,18 @@ class _Parser:
         return Dim(text, _dim_expr(text, self))
 
 
+def _cut(text: str) -> str:
+    """The comment as an error message quotes it (built for every dim, raised for few)."""
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 def _dim_expr(text: str, parser: _Parser) -> ast.expr:
     """The dim as an ``ast`` expression whose names keep their text (``d_{l+1}``, ``P'``, ``len(ids)``).
 
     ``2w`` is ``2*w``; ``x^2``, ``x²`` are powers; ``1|H`` and ``2 or 3`` are alternatives; a size with a
     label (``16 patches``, ``d_v 32``) is the number; ``sum M`` (``ΣM``) is one name."""
-    # built for every dim, raised for few: the comment is cut, or a long one costs its length squared
     bad = ShapeSyntaxError(f"dimension {text!r} is not a name, a number or an arithmetic expression of them "
-                           f"in {parser.text[:200]!r}")
+                           f"in {_cut(parser.text)!r}")
     tokens = _dim_tokens(text, bad)
     kinds = [kind for kind, _ in tokens]
     if kinds in (["int", "name"], ["name", "int"]):  # 16 patches, d_v 32: a labelled size

@@ -259,7 +259,7 @@ def _shape_inside(comment: str) -> str | None:
     for index, ch in enumerate(comment):
         if ch == "(" and index:
             try:
-                parsed = shape_grammar.parse(comment[index:])
+                parsed = shape_grammar.parse(comment[index:index + shape_grammar.MAX_TEXT])
             except shape_grammar.ShapeSyntaxError:
                 continue
             if any(shape.dims for alts in parsed.values for shape in alts):
