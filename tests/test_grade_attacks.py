@@ -396,7 +396,7 @@ def _tree_students(book: Gradebook) -> dict[str, list[str]]:
     ids = [s.student for s in book.students]
     found = {name: [i for i in ids if i == f"attack_{name}"] for name in TREES}
     found["non_utf8_folder"] = [i for i in ids if i.startswith("attack_non_utf8")]
-    found["long_folder"] = [i for i in ids if i.startswith("attack_long")]
+    found["long_folder"] = [i for i in ids if i.startswith("attack_long_x")]
     found["case_collision"] = [i for i in ids if i.casefold().startswith("attack_case_collision")]
     found["reserved_name"] = [i for i in ids if i == "CON_"]
     return found
@@ -431,7 +431,8 @@ def test_links_out_of_a_folder_are_named_never_followed(graded: Gradebook) -> No
     for name, why in (("symlinked_file", "a link"), ("hard_link_to_root_only", "a hard link"), ("fifo", "a FIFO")):
         student = next(s for s in graded.students if s.student == f"attack_{name}")
         assert f"detection/boxes.py ({why})" in student.problem, student.problem
-        assert _cell(graded, student.student).status == "not attempted"
+        cell = _cell(graded, student.student)
+        assert cell.status == "not attempted" and f"detection/boxes.py is not graded ({why})" in cell.verdict
     fifo = next(s for s in graded.students if s.student == "attack_fifo")
     assert "detection/_helper.py (a FIFO)" in fifo.problem
     if os.geteuid() == 0:

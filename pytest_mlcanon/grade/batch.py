@@ -152,8 +152,7 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
         for item in items:
             missing = Impl(folder, "--impl").missing_modules(item)
             if missing:
-                cells[(sub.student, item.slug)] = not_run(
-                    item, "not attempted", "no " + ", ".join(f"{m}.py" for m in missing), config)
+                cells[(sub.student, item.slug)] = not_run(item, "not attempted", _absent(missing, skipped), config)
             else:
                 wanted.append((sub.student, item, folder))
     jobs: list[Job] = []
@@ -168,6 +167,16 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
                 continue
             jobs.append(Job(len(jobs) + 1, student_id, item, folder, found))
     return students, cells, jobs
+
+
+def _absent(missing: tuple[str, ...], skipped: list[str]) -> str:
+    """Why an item's modules are not there: ``no posttrain/dpo.py``, or, for a file the snapshot
+    refused, what it is (``detection/boxes.py is not graded (a FIFO)``)."""
+    def one(module: str) -> str:
+        refused = next((s for s in skipped if s.startswith(f"{module}.py (")), None)
+        return f"{module}.py is not graded {refused[len(module) + 4:]}" if refused else f"no {module}.py"
+
+    return "; ".join(one(m) for m in missing)
 
 
 class _Warm:
