@@ -12,6 +12,7 @@ can only come from that change.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -29,6 +30,7 @@ import pytest
 import sandboxing
 
 from pytest_mlcanon.grade import batch, config, discover, render, uids
+from pytest_mlcanon.grade.render import table
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -497,6 +499,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Gradebook:
         del os.environ[kernel_attacks.SECRET_ENV]
         ESCAPE_MARK.unlink(missing_ok=True)
         kernel_attacks.node_mark().unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # empty when the batch cleaned up (test_nothing_of_the_batch_outlives_it)
+            BATCH_TEMP.rmdir()
 
 
 def _cell(book: Gradebook, student: str, slug: str = BOXES) -> ItemResult:
@@ -629,27 +633,37 @@ def test_sandbox_notes_reach_the_gradebook(graded: Gradebook) -> None:
         assert "user: not root" in notes
 
 
-def test_without_the_kernel_sandbox_the_batch_refuses_unless_told_and_then_says_so(tmp_path: Path) -> None:
+def test_without_the_kernel_sandbox_the_batch_refuses_unless_told_and_then_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A sandbox weakened by the config (no network namespace, no minimal root, no sandbox user) is no
     sandbox: the batch refuses with one line; with ``--unsafe-no-sandbox`` it runs on the audit hook
     and the limits alone, the attacks that reach outside still come out flagged and do nothing, and
-    every row and output says it ran unsandboxed."""
+    every row and output says it ran unsandboxed (a student with nothing to run included)."""
+    submissions = tmp_path / "class"
     for name in ("write_outside", "open_socket", "fork_bomb"):
-        _write(tmp_path, f"attack_{name}", {BOXES: _attack_source(*ATTACKS[name]).encode()})
+        _write(submissions, f"attack_{name}", {BOXES: _attack_source(*ATTACKS[name]).encode()})
+    _tree_symlink_to_classmate(submissions / "not_attempted")
     ESCAPE_MARK.unlink(missing_ok=True)
     weakened = _config(network=False, filesystem=False, user=False)
     with pytest.raises(batch.BatchError, match="^no sandbox for the jobs .*--unsafe-no-sandbox") as refused:
-        batch.grade(tmp_path, weakened, progress=False)
+        batch.grade(submissions, weakened, progress=False)
     assert "\n" not in str(refused.value)
-    book = batch.grade(tmp_path, dataclasses.replace(weakened, unsafe_no_sandbox=True), progress=False)
+    book = batch.grade(submissions, dataclasses.replace(weakened, unsafe_no_sandbox=True), progress=False)
     for student in book.students:
         item = student.item(BOXES)
-        assert item is not None and item.flagged and not passed(item), item.verdict if item else student
-        assert item.verdict.startswith("unsandboxed; ")
+        assert item is not None and not passed(item) and item.verdict.startswith("unsandboxed; "), student
+        assert item.flagged or student.student == "not_attempted", item.verdict
+        assert table.summary_row(book, student)[-1].endswith(" (unsandboxed)")
     assert not ESCAPE_MARK.exists()
     assert book.unsandboxed and book.sandbox[0].startswith("UNSANDBOXED")
     assert any("network: not isolated" in n for n in book.sandbox)
-
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    written = render.write_all(book, tmp_path / "out")
+    assert len(written) == 5 + 2 * len(book.students)
+    for path in written:
+        assert "unsandboxed" in path.read_text(encoding="utf-8").lower(), path
+    rows = list(csv.reader(io.StringIO((tmp_path / "out" / "gradebook.csv").read_text(encoding="utf-8"))))[1:]
+    assert len(rows) == len(book.students) and all(any("unsandboxed" in cell for cell in row) for row in rows)
 
 
 @pytest.mark.parametrize("name", sorted(OUTPUT_ATTACKS))
@@ -709,6 +723,5 @@ def test_nothing_of_the_batch_outlives_it(graded: Gradebook) -> None:
     base = config.from_table({}).uid_base
     assert [pid for uid in range(base, base + 64) for pid in uids.processes_of(uid)] == []
     assert list(BATCH_TEMP.iterdir()) == [], "the batch's folders are removed"
-    BATCH_TEMP.rmdir()
     honest = _cell(graded, "honest_good")
     assert honest.status == "scored" and honest.points == honest.max_points, "later jobs ran: the zygote lived"

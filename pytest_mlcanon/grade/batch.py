@@ -113,8 +113,9 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
 
 
 def _marked(cell: ItemResult, unsandboxed: list[str]) -> ItemResult:
-    """A cell of an unsandboxed batch says so in its verdict (so in every output) and its notes."""
-    if not unsandboxed or cell.status == "not attempted":
+    """A cell of an unsandboxed batch says so in its verdict (so in every output and row, a cell that
+    did not run included) and its notes."""
+    if not unsandboxed:
         return cell
     cell.verdict = f"unsandboxed; {cell.verdict}"
     cell.sandbox = [f"unsandboxed: {', '.join(unsandboxed)}", *cell.sandbox]

@@ -57,7 +57,8 @@ def summary_header(book: Gradebook) -> list[str]:
 
 def summary_row(book: Gradebook, student: StudentResult) -> list[str]:
     cells = [summary_cell(i) if (i := student.item(slug)) else "-" for slug in book.items]
-    return [student.student, *cells, f"{number(student.points)}/{number(student.max_points)}"]
+    unsandboxed = " (unsandboxed)" if book.unsandboxed else ""
+    return [student.student, *cells, f"{number(student.points)}/{number(student.max_points)}{unsandboxed}"]
 
 
 def detail_row(student: StudentResult, item: ItemResult) -> list[str]:
