@@ -30,8 +30,8 @@ import pytest
 import sandboxing
 
 from pytest_mlcanon.grade import batch, config, discover, render, uids
-from pytest_mlcanon.grade.render import table
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult
+from pytest_mlcanon.grade.render import table
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = REPO / "examples" / "learners" / "good"
