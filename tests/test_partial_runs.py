@@ -111,6 +111,19 @@ def test_stopping_early_is_partial_and_names_what_did_not_run(pytester: pytest.P
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*#25 transformer/attention*partial: not scored*",
                                  "  partial: stopped early (-x, --maxfail, --sw): * tests not run (*more)"])
+    # named in the order they would have run: the ones right after the failure first
+    listed = re.search(r"tests not run \((\w+)", result.stdout.str())
+    whole = pytester.runpytest("--canon-item=transformer/attention", "-q", "--co", "-p", "no:cacheprovider")
+    order = [line.partition("::")[2].split("[")[0] for line in whole.stdout.lines if "::" in line]
+    assert listed is not None and listed[1] == order[1], (listed, order[:3])
+
+
+def test_stepwise_stopping_at_a_failure_is_stopped_early_not_interrupted(pytester: pytest.Pytester, learner) -> None:
+    learner(files={"transformer/attention": WRONG_ATTENTION})
+    result = pytester.runpytest("--canon-item=transformer/attention", "--sw", "-q", "--tb=no")
+    result.stdout.fnmatch_lines(["*#25 transformer/attention*partial: not scored*",
+                                 "  partial: stopped early (-x, --maxfail, --sw): * tests not run (*more)"])
+    assert "interrupted" not in "\n".join(line for line in result.stdout.lines if line.startswith("  partial"))
 
 
 def test_a_narrowed_run_fails_the_minimum_score(pytester: pytest.Pytester, learner) -> None:
@@ -119,7 +132,7 @@ def test_a_narrowed_run_fails_the_minimum_score(pytester: pytest.Pytester, learn
     assert pytester.runpytest(*narrowed).ret == pytest.ExitCode.OK  # the 46 tests it ran pass
     gated = pytester.runpytest(*narrowed, "--canon-min-score=4")
     assert gated.ret == pytest.ExitCode.TESTS_FAILED
-    gated.stdout.fnmatch_lines(["minimum score 4/5: #55 posttrain/dpo do not"])
+    gated.stdout.fnmatch_lines(["minimum score 4/5: not met by #55 posttrain/dpo (partial: not scored)"])
 
 
 def test_deselect_is_partial_and_a_whole_run_is_not(pytester: pytest.Pytester, learner) -> None:

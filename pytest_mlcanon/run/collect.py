@@ -149,7 +149,7 @@ class Collect:
         for node in session.items:
             state = self.run.pending_state(node)
             if state is not None:
-                state.expected.add(node.nodeid)
+                state.expected[node.nodeid] = None
         if _last_failed_narrowed(self.run.config, session.items):
             for state in self.run.states.values():
                 if state.pending and "--lf" not in state.narrowed_by:
@@ -161,7 +161,7 @@ class Collect:
         workeroutput = getattr(session.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput[SELECTION_KEY] = {
-                state.item.slug: {"expected": sorted(state.expected), "deselected": state.deselected,
+                state.item.slug: {"expected": list(state.expected), "deselected": state.deselected,
                                   "by": state.narrowed_by}
                 for state in self.run.states.values() if state.pending}
 
@@ -171,8 +171,8 @@ class Collect:
         for slug, selection in getattr(node, "workeroutput", {}).get(SELECTION_KEY, {}).items():
             state = self.run.state_of(slug)
             if state is not None and state.pending:
-                state.expected.update(selection["expected"])
-                state.deselected[:] = sorted({*state.deselected, *selection["deselected"]})
+                state.expected.update(dict.fromkeys(selection["expected"]))
+                state.deselected[:] = list(dict.fromkeys([*state.deselected, *selection["deselected"]]))
                 state.narrowed_by[:] = list(dict.fromkeys([*state.narrowed_by, *selection["by"]]))
 
 

@@ -56,7 +56,10 @@ class Score:
         own wrapper stops it."""
         outcome = yield
         excinfo = outcome.excinfo
-        self.run.interrupted = excinfo is not None and issubclass(excinfo[0], KeyboardInterrupt)
+        # Ctrl-C or SIGTERM; not pytest's own stop (session.Interrupted: --sw after a failure), which
+        # leaves the tests it did not run as -x does
+        self.run.interrupted = (excinfo is not None and issubclass(excinfo[0], KeyboardInterrupt)
+                                and not issubclass(excinfo[0], session.Interrupted))
         session.testsfailed += self.finish()
 
     def finish(self) -> int:

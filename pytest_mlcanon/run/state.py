@@ -37,7 +37,8 @@ class ItemState:
     fallback: tuple[str, ...] = ()  # modules of the item the reference stands in for
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     shapes: ShapeTrace = field(default_factory=ShapeTrace)
-    expected: set[str] = field(default_factory=set)  # test ids selected to run, after every deselection
+    expected: dict[str, None] = field(default_factory=dict)  # test ids selected to run (after every
+    # deselection), in the order they run: an ordered set
     deselected: list[str] = field(default_factory=list)  # test ids another option (-k, -m, --lf...) left out
     narrowed_by: list[str] = field(default_factory=list)  # such options, as given
 
@@ -52,7 +53,7 @@ class ItemState:
 
     def left_out(self, interrupted: bool) -> LeftOut:
         """What this run left out of the item (falsy when nothing: a whole run)."""
-        not_run = sorted(self.expected - set(self.outcomes))
+        not_run = [nodeid for nodeid in self.expected if nodeid not in self.outcomes]
         return LeftOut(tuple(_test_name(n) for n in self.deselected), tuple(self.narrowed_by),
                        tuple(_test_name(n) for n in not_run), interrupted,
                        len(self.expected) + len(self.deselected))
