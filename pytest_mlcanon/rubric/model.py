@@ -6,13 +6,14 @@ The evidence the rubric reads (test outcomes, shape traces, statuses) is typed i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_mlcanon.evidence import Outcome, Status
 
-__all__ = ["AXES", "AXIS_TITLES", "AxisResult", "Finding", "ItemScore", "Outcome", "Verdict", "judge", "verdict_for"]
+__all__ = ["AXES", "AXIS_TITLES", "AxisResult", "Finding", "ItemScore", "Outcome", "Verdict", "judge", "judge_failed",
+           "verdict_for"]
 
 AXES = ("correctness", "shapes", "numerics", "api", "explanation")
 AXIS_TITLES = {
@@ -61,11 +62,12 @@ class AxisResult:
     why: str = ""
 
 
-def verdict_for(score: int) -> str:
-    """The seed's wording: 4-5 strong, 3 hire with reservations, 2 or fewer no."""
+def verdict_for(score: float) -> str:
+    """The seed's wording for a score (or a mean score per item): 4-5 strong, 3 hire with
+    reservations, 2 or fewer no. A verdict also needs Correctness: see :func:`judge`."""
     if score >= 4:
         return "strong"
-    if score == 3:
+    if score >= 3:
         return "hire with reservations"
     return "no"
 
@@ -89,18 +91,23 @@ class Verdict:
 def judge(axes: Mapping[str, AxisResult]) -> Verdict:
     """The seed's word for the score, except that code failing Correctness is never better than
     ``no``, and every axis that said no is named (Correctness with its ``why``)."""
-    score = sum(1 for axis in AXES if axis in axes and axes[axis].passed)
     correctness = axes.get("correctness")
-    correct = correctness is not None and correctness.passed
+    failed = [a for a in AXES if (a in axes and not axes[a].passed) or (a == "correctness" and correctness is None)]
+    return judge_failed(sum(1 for a in AXES if a in axes and axes[a].passed), failed,
+                        correctness.why if correctness is not None else "")
+
+
+def judge_failed(score: int, failed: Collection[str], why: str = "") -> Verdict:
+    """The verdict of a score whose axes ``failed`` said no (``why``: what failed Correctness, in a
+    few words), for a caller that kept only those names, as a recorded attempt does."""
     reasons = []
-    if not correct:
-        why = correctness.why if correctness is not None else ""
+    if "correctness" in failed:
         reasons.append(f"correctness failed ({why})" if why else "correctness failed")
-    others = [AXIS_WORDS[a] for a in AXES[1:] if a in axes and not axes[a].passed]
+    others = [AXIS_WORDS[a] for a in AXES[1:] if a in failed]
     if others:
         listed = others[0] if len(others) == 1 else ", ".join(others[:-1]) + " and " + others[-1]
         reasons.append(f"{listed} failed")
-    return Verdict(verdict_for(score) if correct else "no", tuple(reasons))
+    return Verdict("no" if "correctness" in failed else verdict_for(score), tuple(reasons))
 
 
 @dataclass
