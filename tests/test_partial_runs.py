@@ -208,3 +208,13 @@ def test_under_xdist_the_workers_tell_the_controller_what_was_left_out(pytester:
     assert int(left_out[1]) + result.parseoutcomes()["passed"] == int(left_out[2])  # the workers' counts, merged
     whole = pytester.runpytest_subprocess("--canon-item=18", "-n", "2", "-q", "-p", "no:cacheprovider", "-x")
     whole.stdout.fnmatch_lines(["*#18 detection/boxes*5/5*strong*"])  # -x that stops nothing leaves a whole run
+
+
+@pytest.mark.slow
+def test_under_xdist_stopping_early_is_not_an_interruption(pytester: pytest.Pytester, learner) -> None:
+    """xdist stops on -x by raising its own Interrupted (a KeyboardInterrupt): still 'stopped early'."""
+    learner(files={"transformer/attention": WRONG_ATTENTION})
+    result = pytester.runpytest_subprocess("--canon-item=transformer/attention", "-n", "2", "-x", "-q", "--tb=no",
+                                           "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*#25 transformer/attention*partial: not scored*",
+                                 "  partial: stopped early (-x, --maxfail, --sw): * tests not run (*more)"])

@@ -56,10 +56,9 @@ class Score:
         own wrapper stops it."""
         outcome = yield
         excinfo = outcome.excinfo
-        # Ctrl-C or SIGTERM; not pytest's own stop (session.Interrupted: --sw after a failure), which
-        # leaves the tests it did not run as -x does
-        self.run.interrupted = (excinfo is not None and issubclass(excinfo[0], KeyboardInterrupt)
-                                and not issubclass(excinfo[0], session.Interrupted))
+        # Ctrl-C or SIGTERM raise KeyboardInterrupt itself; pytest's and xdist's own stops (--sw after a
+        # failure, -x under xdist) raise subclasses named Interrupted, and leave tests not run as -x does
+        self.run.interrupted = excinfo is not None and excinfo[0] is KeyboardInterrupt
         session.testsfailed += self.finish()
 
     def finish(self) -> int:
