@@ -143,6 +143,9 @@ def test_deselect_is_partial_and_a_whole_run_is_not(pytester: pytest.Pytester, l
     item = json.loads(report.read_text())["items"][0]
     assert (item["status"], item["score"], item["verdict"]) == ("partial", None, "partial: not scored")
     assert item["error"].startswith("1 of ") and "by --deselect (test_box_area_values)" in item["error"]
+    left_out = item["left_out"]  # the same, as data
+    assert (left_out["deselected"], left_out["by"], left_out["not_run"]) == (["test_box_area_values"], ["--deselect"], [])
+    assert left_out["collected"] == int(item["error"].split()[2]) and not left_out["interrupted"]
     partial.stdout.fnmatch_lines(["*#18 detection/boxes*partial: not scored*"])
     whole = pytester.runpytest("--canon-item=18", "-q", "-p", "no:cacheprovider", f"--canon-report=json:{report}")
     item = json.loads(report.read_text())["items"][0]

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pytest_mlcanon.evidence import Outcome, Status
+from pytest_mlcanon.evidence import LeftOut, Outcome, Status
 
 __all__ = ["AXES", "AXIS_TITLES", "AxisResult", "Finding", "ItemScore", "Outcome", "Verdict", "judge", "judge_failed",
            "verdict_for"]
@@ -130,6 +130,7 @@ class ItemScore:
     tests: dict[str, int] = field(default_factory=dict)
     timing: dict[str, Any] = field(default_factory=dict)
     coverage: dict[str, dict[str, Any]] = field(default_factory=dict)  # learner file -> line coverage
+    left_out: LeftOut | None = None  # a partial run: what it left out (``error`` describes it)
 
     @property
     def score(self) -> int:
@@ -152,6 +153,7 @@ class ItemScore:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["status"] = str(self.status)
+        data["left_out"] = self.left_out.to_json() if self.left_out is not None else None
         data["score"] = self.score if self.scored else None
         data["verdict"] = self.verdict
         return data
