@@ -16,6 +16,7 @@ import pytest
 from pytest_mlcanon import catalog, cli, misslog, plan, progress, state, stubs
 from pytest_mlcanon.catalog import hints
 from pytest_mlcanon.commands import COMMANDS
+from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.rubric.model import AXES, AxisResult, Finding, ItemScore, Outcome
 
 REPO = Path(__file__).resolve().parents[1]
@@ -411,7 +412,7 @@ def _score(findings: list[Finding], correct: bool = True) -> ItemScore:
     axes = {axis: AxisResult(True) for axis in AXES}
     axes["numerics"] = AxisResult(not findings, tuple(findings))
     axes["correctness"] = AxisResult(correct)
-    return ItemScore(14, "nn/layernorm", "LayerNorm", "scored", axes=axes)
+    return ItemScore(14, "nn/layernorm", "LayerNorm", Status.SCORED, axes=axes)
 
 
 def test_misses_are_named_in_the_learners_terms() -> None:
@@ -607,6 +608,7 @@ def test_list_shows_progress_and_a_summary_per_block(repo: Path, capsys: pytest.
 
 # -- the whole loop, as a learner runs it -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_drill_cycle_in_a_fresh_repo(tmp_path: Path) -> None:
     drilled = mlcanon("drill", "posttrain/dpo", cwd=tmp_path)
     assert drilled.returncode == 0, drilled.stderr
@@ -635,6 +637,7 @@ def test_the_drill_cycle_in_a_fresh_repo(tmp_path: Path) -> None:
     assert ranked.returncode == 0 and "label shift off by one" in ranked.stdout
 
 
+@pytest.mark.slow
 def test_two_concurrent_checks_leave_a_valid_progress_file(tmp_path: Path) -> None:
     slugs = ("detection/boxes", "transformer/masks")
     for slug in slugs:

@@ -18,8 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.grade import batch, config
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult
+
+pytestmark = pytest.mark.slow  # the fast lane, pytest -m "not slow", leaves it out (CONTRIBUTING.md)
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = REPO / "examples" / "learners" / "good"
@@ -244,7 +247,7 @@ def _cell(book: Gradebook, student: str, slug: str = BOXES) -> ItemResult:
 
 def passed(item: ItemResult) -> bool:
     """What an attack must never get: scored, not flagged, correctness yes, and points."""
-    return item.status == "scored" and not item.flagged and bool(item.axes.get("correctness")) and item.points > 0
+    return item.status is Status.SCORED and not item.flagged and bool(item.axes.get("correctness")) and item.points > 0
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
@@ -304,11 +307,11 @@ def test_hard_coded_answers_fail_the_seeded_recheck(graded: Gradebook) -> None:
 
 def test_timeouts_and_crashes_say_what_happened(graded: Gradebook) -> None:
     loop = _cell(graded, "attack_infinite_loop")
-    assert loop.status == "timeout" and "ran over 15 s" in loop.verdict, loop.verdict
+    assert loop.status is Status.TIMEOUT and "ran over 15 s" in loop.verdict, loop.verdict
     crash = _cell(graded, "attack_os_exit_mid_test")
-    assert crash.status == "crashed" and "the process ended during" in crash.verdict, crash.verdict
+    assert crash.status is Status.CRASHED and "the process ended during" in crash.verdict, crash.verdict
     bomb = _cell(graded, "attack_memory_bomb")
-    assert bomb.status in ("killed", "scored") and not bomb.axes.get("correctness", False), bomb.verdict
+    assert bomb.status in (Status.KILLED, Status.SCORED) and not bomb.axes.get("correctness", False), bomb.verdict
 
 
 def test_a_timeout_keeps_the_verdicts_of_the_tests_before_it(graded: Gradebook) -> None:
@@ -321,14 +324,14 @@ def test_a_timeout_keeps_the_verdicts_of_the_tests_before_it(graded: Gradebook) 
 def test_honest_students_keep_their_grades_in_the_same_batch(graded: Gradebook) -> None:
     for slug in (BOXES, DPO):
         good = _cell(graded, "honest_good", slug)
-        assert good.status == "scored" and good.score == 5 and not good.flagged, good.verdict
+        assert good.status is Status.SCORED and good.score == 5 and not good.flagged, good.verdict
         assert good.recheck.status == "passed"
         assert good.points == good.max_points
     flawed = _cell(graded, "honest_flawed", DPO)
-    assert flawed.status == "scored" and not flawed.flagged
+    assert flawed.status is Status.SCORED and not flawed.flagged
     assert flawed.score == 3 and not flawed.axes["correctness"]
     assert flawed.recheck.status == "failed", "a sign flip shows on fresh inputs too"
-    assert _cell(graded, "honest_flawed", BOXES).status == "not attempted"
+    assert _cell(graded, "honest_flawed", BOXES).status is Status.NOT_ATTEMPTED
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))
@@ -344,10 +347,16 @@ def test_broken_submissions_fail_for_the_right_reason(graded: Gradebook) -> None
     assert verdicts["missing_package"].startswith("error: ModuleNotFoundError")
     assert "SyntaxError" in verdicts["not_utf8"], verdicts["not_utf8"]
     assert "COR002" in {f.code for f in _cell(graded, "broken_missing_function").findings}
-    assert _cell(graded, "broken_print_loop").status in ("timeout", "killed"), verdicts["print_loop"]
+    assert _cell(graded, "broken_print_loop").status in (Status.TIMEOUT, Status.KILLED), verdicts["print_loop"]
     for name in ("wrong_signature", "wrong_return_shape", "nan_output", "empty_file"):
         item = _cell(graded, f"broken_{name}")
-        assert item.status == "scored" and not item.axes["correctness"], (name, item.verdict)
+        assert item.status is Status.SCORED and not item.axes["correctness"], (name, item.verdict)
+        # the verdict word never praises failing code, and it says what held the item back
+        assert item.verdict.startswith(f"no {item.score}/5: correctness failed ("), (name, item.verdict)
+    failing = _cell(graded, "broken_wrong_return_shape")
+    failed = sum(1 for t in failing.tests if t.outcome in ("failed", "error") and not (t.probe or t.contract))
+    ran = sum(1 for t in failing.tests if t.outcome != "skipped")
+    assert f"correctness failed ({failed} of {ran} tests" in failing.verdict, failing.verdict
 
 
 def test_the_batch_completes_with_a_row_per_student(graded: Gradebook) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mlcanon import catalog
+from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.grade import discover, recheck, scan, uids
 from pytest_mlcanon.grade import shard as shard_mod
 from pytest_mlcanon.grade.assess import Calibration, assess, not_run
@@ -38,9 +39,9 @@ from pytest_mlcanon.grade.progress import Progress
 from pytest_mlcanon.grade.runner import JobRun, Limits, Zygote, ZygoteError, run_job
 from pytest_mlcanon.grade.sandbox import SandboxSpec
 from pytest_mlcanon.impl import Impl
+from pytest_mlcanon.layout import tests_dir
 from pytest_mlcanon.redirect import reference_dir
 from pytest_mlcanon.rubric.model import Finding
-from pytest_mlcanon.run import tests_dir
 
 MAX_FILE_BYTES = 1 << 20
 MAX_FILES = 400
@@ -106,7 +107,7 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
         students.append(student)
         if sub.impl is None:
             for item in items:
-                cells[(sub.student, item.slug)] = not_run(item, "not attempted", sub.problem, config)
+                cells[(sub.student, item.slug)] = not_run(item, Status.NOT_ATTEMPTED, sub.problem, config)
             continue
         snapshot = snapshots / sub.student
         skipped = _snapshot(sub.impl, snapshot)
@@ -116,7 +117,7 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
             missing = Impl(snapshot, "--impl").missing_modules(item)
             if missing:
                 cells[(sub.student, item.slug)] = not_run(
-                    item, "not attempted", "no " + ", ".join(f"{m}.py" for m in missing), config)
+                    item, Status.NOT_ATTEMPTED, "no " + ", ".join(f"{m}.py" for m in missing), config)
             else:
                 jobs.append(Job(len(jobs) + 1, sub.student, item, snapshot, scan.scan(item, snapshot, snapshots)))
     return students, cells, jobs
@@ -300,7 +301,7 @@ class _Runner:
                 try:
                     finished.append((job, self.run(job, uid, on_forked=hand_over)))
                 except Exception as exc:  # noqa: BLE001 - one job's failure never stops the batch
-                    record(job, not_run(job.item, "harness error", f"{type(exc).__name__}: {exc}", self.config))
+                    record(job, not_run(job.item, Status.HARNESS_ERROR, f"{type(exc).__name__}: {exc}", self.config))
                 finally:
                     if self.pool is not None and uid is not None:
                         self.pool.release(uid)
@@ -312,7 +313,7 @@ class _Runner:
             cell = assess(job.item, job.snapshot, self.snapshots, run, self.calibration, job.scan, self.config,
                           self.settings)
         except Exception as exc:  # noqa: BLE001 - one job's failure never stops the batch
-            cell = not_run(job.item, "harness error", f"assessing: {type(exc).__name__}: {exc}", self.config)
+            cell = not_run(job.item, Status.HARNESS_ERROR, f"assessing: {type(exc).__name__}: {exc}", self.config)
         record(job, cell)
 
     def run(self, job: Job, uid: int | None, on_forked: Callable[[], None] | None = None) -> JobRun:
