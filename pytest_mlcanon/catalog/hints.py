@@ -78,6 +78,8 @@ HINTS: dict[int, ItemHints] = {
         "||a - b||^2 = ||a||^2 - 2 a.b + ||b||^2 for all pairs at once: "
         "(A**2).sum(1)[:, None] - 2 A @ B.T + (B**2).sum(1)[None, :].\n"
         "Then the k smallest per query row, and a vote over the neighbours' labels.\n"
+        "Conventions: squared distances clipped at 0; equal distances keep the lower training index; a vote "
+        "tie goes to the smallest label; distance weights are 1/max(dist, 1e-12); C = max(y) + 1.\n"
         "Shapes: norms (n, 1) and (1, m), cross term (n, m), neighbour indices (m, k), vote counts (m, C).",
         "The expansion can dip slightly below 0 by cancellation: clip at 0 before sqrt. Ties: use a stable "
         "argsort (kind='stable') so equal distances keep the lower index, and break vote ties towards the "
@@ -87,10 +89,14 @@ HINTS: dict[int, ItemHints] = {
     5: ItemHints(
         "Lloyd: assign each point to its nearest centroid (argmin over the (n, K) squared distances), then "
         "move each centroid to the mean of its points; stop when the largest move <= tol.\n"
-        "inertia = sum of squared distances to the assigned centroid.\n"
+        "inertia = sum of squared distances to the assigned centroid; the returned labels and inertia belong "
+        "to the returned centroids. Distance ties go to the lower centroid index.\n"
+        "Convention: an empty cluster keeps its previous centroid or is re-seeded at a data point (either is "
+        "accepted), never NaN.\n"
         "Shapes: X (n, d), distances (n, K), labels (n,), centroids (K, d).",
-        "An empty cluster makes its mean 0/0 = NaN: re-seed it with the point farthest from its current "
-        "centroid. k-means++ samples each next centre with probability proportional to D(x)^2 from the "
+        "An empty cluster makes its mean 0/0 = NaN: keep its old centroid, or re-seed it with the point "
+        "farthest from its current centroid. Assign once more after the last update, or the labels are "
+        "stale. k-means++ samples each next centre with probability proportional to D(x)^2 from the "
         "generator you were given (never the global RNG), so the same seed gives the same result. Reuse "
         "#4's pairwise distances instead of a loop.",
     ),
