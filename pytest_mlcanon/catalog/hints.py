@@ -51,6 +51,9 @@ HINTS: dict[int, ItemHints] = {
         "Minimise L = (1/2n)||Xw + b - y||^2 + (l2/2)||w||^2 (intercept not penalised).\n"
         "Closed form on centred data: (Xc^T Xc + n*l2*I) w = Xc^T yc, then b = mean(y) - mean(X) @ w.\n"
         "Gradient: dL/dw = X^T r / n + l2*w, dL/db = mean(r) with r = Xw + b - y.\n"
+        "Conventions: loss_history_ holds one objective value per GD iteration, taken before its update "
+        "(empty for method='normal'); fit_intercept=False keeps intercept_ == 0.0; a singular system "
+        "(duplicated column) raises nothing and any least-squares w is accepted.\n"
         "Shapes: X (n, d), y (n,), Xc (n, d), Gram (d, d), rhs (d,), residual r (n,), grad (d,).",
         "Never form inv(X^T X): solve the system with np.linalg.solve and fall back to lstsq when it is "
         "singular (a duplicated column). Centre X and y first so the intercept drops out and is not "
