@@ -33,7 +33,7 @@ import numpy as np
 
 
 def sigmoid(z: np.ndarray | float) -> np.ndarray:
-    """Logistic function ``1 / (1 + exp(-z))`` computed as ``exp(-logaddexp(0, -z))``.
+    """Logistic function ``1 / (1 + exp(-z))``.
 
     Args:
         z: real array of any shape (or a scalar), converted to float64.
@@ -47,7 +47,7 @@ def sigmoid(z: np.ndarray | float) -> np.ndarray:
 
 
 def log_sigmoid(z: np.ndarray | float) -> np.ndarray:
-    """``log(sigmoid(z)) = -logaddexp(0, -z)``, finite for every finite ``z``.
+    """``log(sigmoid(z))``, finite for every finite ``z`` (``log_sigmoid(-1e4) == -1e4``).
 
     Args: z: real array of any shape. Returns: float64 array of the same shape, values <= 0.
     """
@@ -55,11 +55,106 @@ def log_sigmoid(z: np.ndarray | float) -> np.ndarray:
     return -np.logaddexp(0.0, -z)
 
 
-def _check_features(X: np.ndarray) -> np.ndarray:
-    """``X`` as float64 ``(n, d)`` with n >= 1 and finite entries (ValueError naming ``X``)."""
+def logistic_loss_and_grad(
+    w: np.ndarray, b: float, X: np.ndarray, y: np.ndarray, l2: float = 0.0
+) -> tuple[float, np.ndarray, float]:
+    """Mean binary cross-entropy from logits, with an L2 penalty on ``w`` only.
+
+    ``L = mean(logaddexp(0, z) - y*z) + (l2/2)||w||^2`` with ``z = X @ w + b``.
+
+    Args:
+        w: ``(d,)`` weights. b: intercept (not penalised). X: ``(n, d)``. y: ``(n,)`` in {0, 1}.
+        l2: >= 0.
+
+    Returns:
+        ``(L, dL/dw, dL/db)``: float, float64 ``(d,)``, float.
+
+    Raises:
+        ValueError: shape mismatch of ``w``, ``X`` or ``y``, labels outside {0, 1}, non-finite
+            inputs, ``l2 < 0``.
+    """
+    X = _check_features(X)                       # (n, d)
+    n = X.shape[0]
+    y = _check_binary_labels(y, n)               # (n,)
+    l2 = _check_l2(l2)
+    w = _check_weights(w, b, X.shape[1])         # (d,)
+    logits = X @ w + float(b)                    # (n,)
+    nll = float(np.mean(np.logaddexp(0.0, logits) - y * logits))
+    loss = nll + 0.5 * l2 * float(w @ w)         # ()
+    residual = sigmoid(logits) - y               # (n,)  p - y
+    grad_w = X.T @ residual / n + l2 * w         # (d,)
+    grad_b = float(residual.mean())
+    return loss, grad_w, grad_b
+
+
+class LogisticRegression:
+    """Binary logistic regression fitted by full-batch gradient descent from ``w = 0, b = 0``.
+
+    Attributes after ``fit``: ``coef_`` float64 ``(d,)``, ``intercept_`` float (0.0 when
+    ``fit_intercept=False``), ``loss_history_``: the objective before each of the ``n_iter`` updates.
+
+    Raises ValueError in ``__init__`` for ``lr <= 0``, ``n_iter < 1`` or ``l2 < 0``; data errors in
+    ``fit``; RuntimeError when predicting before ``fit``.
+    """
+
+    def __init__(
+        self, lr: float = 0.1, n_iter: int = 1000, l2: float = 0.0, fit_intercept: bool = True
+    ) -> None:
+        """Store validated hyperparameters (fail fast, C6)."""
+        _check_schedule(lr, n_iter)
+        self.lr = float(lr)
+        self.n_iter = int(n_iter)
+        self.l2 = _check_l2(l2)
+        self.fit_intercept = bool(fit_intercept)
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> LogisticRegression:
+        """Run ``n_iter`` full-batch GD steps on ``X (n, d)``, ``y (n,)`` in {0, 1}; returns ``self``."""
+        X = _check_features(X)                   # (n, d)
+        y = _check_binary_labels(y, X.shape[0])  # (n,)
+        w = np.zeros(X.shape[1])                 # (d,)
+        b = 0.0
+        history: list[float] = []
+        for _ in range(self.n_iter):
+            loss, grad_w, grad_b = logistic_loss_and_grad(w, b, X, y, self.l2)
+            history.append(loss)
+            w = w - self.lr * grad_w
+            if self.fit_intercept:
+                b -= self.lr * grad_b
+        self.coef_ = w
+        self.intercept_ = float(b)
+        self.loss_history_ = history
+        return self
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Logits ``X @ coef_ + intercept_``, float64 ``(n,)``.
+
+        Raises RuntimeError before ``fit``; ValueError when ``X`` is not ``(n, d)`` and finite.
+        """
+        if not hasattr(self, "coef_"):
+            raise RuntimeError("LogisticRegression used before fit")
+        X = _check_features(X, width=self.coef_.shape[0])   # (n, d)
+        return X @ self.coef_ + self.intercept_  # (n,)
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """``P(y = 1 | x)`` for each row, float64 ``(n,)`` in [0, 1]."""
+        return sigmoid(self.decision_function(X))
+
+    def predict(self, X: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+        """Hard labels ``1[p >= threshold]``, int64 ``(n,)``.
+
+        Raises ValueError when ``threshold`` is not strictly inside (0, 1).
+        """
+        _check_threshold(threshold)
+        return (self.predict_proba(X) >= threshold).astype(np.int64)   # (n,)
+
+
+def _check_features(X: np.ndarray, width: int | None = None) -> np.ndarray:
+    """``X`` as float64 ``(n, d)`` with n >= 1, finite entries and ``d == width`` when given."""
     X = np.asarray(X, dtype=np.float64)          # (...,)  validated below
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n, d), got shape {X.shape}")
+    if width is not None and X.shape[1] != width:
+        raise ValueError(f"X must have {width} columns, got {X.shape[1]}")
     if X.shape[0] < 1:
         raise ValueError("X must have at least one row")
     if not np.isfinite(X).all():
@@ -88,104 +183,24 @@ def _check_l2(l2: float) -> float:
     return l2
 
 
-def logistic_loss_and_grad(
-    w: np.ndarray, b: float, X: np.ndarray, y: np.ndarray, l2: float = 0.0
-) -> tuple[float, np.ndarray, float]:
-    """Mean binary cross-entropy from logits, with an L2 penalty on ``w`` only.
-
-    ``L = mean(logaddexp(0, z) - y*z) + (l2/2)||w||^2`` with ``z = X @ w + b``.
-
-    Args:
-        w: ``(d,)`` weights. b: intercept (not penalised). X: ``(n, d)``. y: ``(n,)`` in {0, 1}.
-        l2: >= 0.
-
-    Returns:
-        ``(L, dL/dw, dL/db)``: float, float64 ``(d,)``, float.
-
-    Raises:
-        ValueError: shape mismatch (naming ``w``, ``X`` or ``y``), labels outside {0, 1},
-            non-finite inputs, ``l2 < 0``.
-    """
-    X = _check_features(X)
-    n, d = X.shape
-    y = _check_binary_labels(y, n)
-    l2 = _check_l2(l2)
-    w = np.asarray(w, dtype=np.float64)          # (...,)
+def _check_weights(w: np.ndarray, b: float, d: int) -> np.ndarray:
+    """``w`` as finite float64 ``(d,)`` and ``b`` finite, or ValueError."""
+    w = np.asarray(w, dtype=np.float64)          # (...,)  checked below
     if w.shape != (d,) or not np.isfinite(w).all():
         raise ValueError(f"w must be finite with shape ({d},), got shape {w.shape}")
     if not np.isfinite(b):
         raise ValueError(f"b must be finite, got {b}")
-    logits = X @ w + float(b)                    # (n,)
-    nll = float(np.mean(np.logaddexp(0.0, logits) - y * logits))
-    loss = nll + 0.5 * l2 * float(w @ w)         # ()
-    residual = sigmoid(logits) - y               # (n,)  p - y
-    grad_w = X.T @ residual / n + l2 * w         # (d,)
-    grad_b = float(residual.mean())
-    return loss, grad_w, grad_b
+    return w                                     # (d,)
 
 
-class LogisticRegression:
-    """Binary logistic regression fitted by full-batch gradient descent from ``w = 0, b = 0``.
+def _check_schedule(lr: float, n_iter: int) -> None:
+    """ValueError unless ``lr > 0`` and ``n_iter`` is an integer ``>= 1``."""
+    if not np.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be finite and > 0, got {lr}")
+    if int(n_iter) != n_iter or n_iter < 1:
+        raise ValueError(f"n_iter must be an integer >= 1, got {n_iter}")
 
-    Attributes after ``fit``: ``coef_`` float64 ``(d,)``, ``intercept_`` float (0.0 when
-    ``fit_intercept=False``), ``loss_history_``: the objective before each of the ``n_iter`` updates.
 
-    Raises ValueError in ``__init__`` for ``lr <= 0``, ``n_iter < 1`` or ``l2 < 0``; data errors in
-    ``fit``; RuntimeError when predicting before ``fit``.
-    """
-
-    def __init__(
-        self, lr: float = 0.1, n_iter: int = 1000, l2: float = 0.0, fit_intercept: bool = True
-    ) -> None:
-        """Store validated hyperparameters (fail fast, C6)."""
-        if not np.isfinite(lr) or lr <= 0:
-            raise ValueError(f"lr must be finite and > 0, got {lr}")
-        if int(n_iter) != n_iter or n_iter < 1:
-            raise ValueError(f"n_iter must be an integer >= 1, got {n_iter}")
-        self.lr = float(lr)
-        self.n_iter = int(n_iter)
-        self.l2 = _check_l2(l2)
-        self.fit_intercept = bool(fit_intercept)
-
-    def fit(self, X: np.ndarray, y: np.ndarray) -> LogisticRegression:
-        """Run ``n_iter`` full-batch GD steps on ``X (n, d)``, ``y (n,)`` in {0, 1}; returns ``self``."""
-        X = _check_features(X)
-        y = _check_binary_labels(y, X.shape[0])
-        w = np.zeros(X.shape[1])                 # (d,)
-        b = 0.0
-        history: list[float] = []
-        for _ in range(self.n_iter):
-            loss, grad_w, grad_b = logistic_loss_and_grad(w, b, X, y, self.l2)
-            history.append(loss)
-            w = w - self.lr * grad_w
-            if self.fit_intercept:
-                b -= self.lr * grad_b
-        self.coef_ = w
-        self.intercept_ = float(b)
-        self.loss_history_ = history
-        return self
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Logits ``X @ coef_ + intercept_``, float64 ``(n,)``.
-
-        Raises RuntimeError before ``fit``; ValueError when ``X`` is not ``(n, d)`` and finite.
-        """
-        if not hasattr(self, "coef_"):
-            raise RuntimeError("LogisticRegression used before fit")
-        X = _check_features(X)
-        if X.shape[1] != self.coef_.shape[0]:
-            raise ValueError(f"X must have {self.coef_.shape[0]} columns, got {X.shape[1]}")
-        return X @ self.coef_ + self.intercept_  # (n,)
-
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """``P(y = 1 | x)`` for each row, float64 ``(n,)`` in [0, 1]."""
-        return sigmoid(self.decision_function(X))
-
-    def predict(self, X: np.ndarray, threshold: float = 0.5) -> np.ndarray:
-        """Hard labels ``1[p >= threshold]``, int64 ``(n,)``.
-
-        Raises ValueError when ``threshold`` is not strictly inside (0, 1).
-        """
-        if not 0.0 < threshold < 1.0:
-            raise ValueError(f"threshold must lie strictly between 0 and 1, got {threshold}")
-        return (self.predict_proba(X) >= threshold).astype(np.int64)
+def _check_threshold(threshold: float) -> None:
+    if not 0.0 < threshold < 1.0:
+        raise ValueError(f"threshold must lie strictly between 0 and 1, got {threshold}")

@@ -63,6 +63,8 @@ HINTS: dict[int, ItemHints] = {
     2: ItemHints(
         "p = sigmoid(Xw + b); L = mean(logaddexp(0, z) - y*z) + (l2/2)||w||^2 with z = Xw + b.\n"
         "Gradient: dL/dw = X^T (p - y) / n + l2*w, dL/db = mean(p - y).\n"
+        "Conventions: GD starts from w = 0, b = 0; loss_history_ is the objective before each update; "
+        "predict = 1[p >= threshold] as int64; sigmoid saturates to 0.0 and 1.0 with no overflow warning.\n"
         "Shapes: X (n, d), z (n,), p (n,), residual p - y (n,), grad_w (d,).",
         "Write sigmoid as exp(-logaddexp(0, -z)) and the loss with logaddexp, never log(sigmoid(z)): "
         "sigmoid(1000) must be exactly 1.0 and sigmoid(-1000) exactly 0.0 with no overflow warning, and a "
@@ -71,6 +73,8 @@ HINTS: dict[int, ItemHints] = {
     3: ItemHints(
         "P = softmax(XW + b) row-wise; L = -mean(log P[i, y_i]) + (l2/2)||W||^2.\n"
         "Gradient: dW = X^T (P - Y) / n + l2*W, db = mean(P - Y, axis=0), Y the one-hot labels.\n"
+        "Conventions: inputs converted to float64; GD starts from W = 0, b = 0; K = n_classes, else "
+        "max(y) + 1; predict ties go to the lower class index; softmax finite with no warning at +-1e4.\n"
         "Shapes: logits (n, K), P (n, K), Y (n, K), dW (d, K), db (K,).",
         "Subtract the row max before exp (keepdims=True so it broadcasts back) and compute log_softmax as "
         "z - logsumexp(z); log(softmax(z)) is -inf at logits of +-1e4. Build the one-hot with "
