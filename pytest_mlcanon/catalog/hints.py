@@ -111,6 +111,9 @@ HINTS: dict[int, ItemHints] = {
         "gini(y) = 1 - sum_c p_c^2. Split decrease = gini(parent) - (n_L/n) gini(L) - (n_R/n) gini(R), "
         "left branch x[f] <= threshold, thresholds at midpoints of consecutive distinct sorted values.\n"
         "Per feature: sort once, cumulative class counts give every split's left/right counts.\n"
+        "Conventions: a split needs a decrease > 1e-12; ties (within 1e-12) go to the lowest feature, then "
+        "the lowest threshold; the midpoint satisfies lo <= t < hi; Node.value holds class counts (C,), "
+        "C = max(y) + 1; predict ties go to the lower class.\n"
         "Shapes: order (n,), cumulative counts (n-1, C), left/right gini (n-1,).",
         "Only cut between distinct values (equal neighbours give no threshold), respect min_samples_leaf on "
         "both sides, and split only when the decrease is > 1e-12. Ties go to the lowest feature, then the "
