@@ -123,6 +123,8 @@ HINTS: dict[int, ItemHints] = {
     7: ItemHints(
         "Centre X, take the SVD Xc = U S Vt; components = the first k rows of Vt, "
         "explained_variance = S^2 / (n - 1), Z = Xc @ components.T, X_hat = Z @ components + mean.\n"
+        "Conventions: ddof = 1; each component's largest-|.| entry is positive; explained_variance_ratio_ is "
+        "zeros for constant data; components_ are orthonormal rows in descending variance.\n"
         "Shapes: Xc (n, d), U (n, r), S (r,), Vt (r, d), components (k, d), Z (n, k).",
         "Use full_matrices=False. Variance uses ddof=1 (n - 1). Fix the sign of each component so its "
         "largest-|.| entry is positive, or comparisons flip at random; transform new data with the "
