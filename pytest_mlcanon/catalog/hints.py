@@ -134,6 +134,9 @@ HINTS: dict[int, ItemHints] = {
         "E-step: log r_nk = log w_k + log N(x_n | mu_k, S_k) - logsumexp_k(...); "
         "M-step: N_k = sum_n r_nk, w = N_k/n, mu_k = r_k^T X / N_k, S_k = sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N_k + reg*I.\n"
         "log N via Cholesky L: -0.5 ||L^-1 (x - mu)||^2 - sum log diag(L) - (d/2) log 2pi.\n"
+        "Conventions: covariances are ML (divide by N_k) plus reg_covar*I; an empty component stays finite "
+        "(covariance reg_covar*I); log_likelihood_history_ has one mean log-likelihood per E-step and fit "
+        "stops (converged_) when two successive entries differ by less than tol.\n"
         "Shapes: log-probs (n, K), logsumexp (n, 1), resp (n, K), N_k (K,), means (K, d), covs (K, d, d).",
         "Normalise responsibilities with logsumexp (keepdims) or a point 1e4 away underflows every "
         "component to 0 and divides 0/0. Never inv or det: solve_triangular with the Cholesky factor. Add "
