@@ -147,7 +147,10 @@ HINTS: dict[int, ItemHints] = {
         "torch semantics: g <- g + wd*p; v <- mu*v + g (v starts at 0, so the first step uses v = g); "
         "nesterov update = g + mu*v; p <- p - lr*update.\n"
         "clip_grad_norm: total = sqrt(sum of every grad's squared norm); if total > max_norm scale every "
-        "grad by max_norm/total; return total measured before clipping.\n"
+        "grad by max_norm/total (torch's max_norm/(total + 1e-6) is accepted too); return total measured "
+        "before clipping.\n"
+        "Conventions: dampening 0; lr is a public attribute read at every step; params are updated in place "
+        "and grads are never modified by step.\n"
         "Shapes: one velocity buffer per parameter, same shape as it.",
         "Update the arrays in place (p -= ..., not p = p - ...), or the caller's parameters never move. The "
         "clip is one global norm across all arrays, not per array, and a cap, not a normalisation: "
@@ -157,6 +160,8 @@ HINTS: dict[int, ItemHints] = {
         "m <- b1*m + (1-b1)*g; v <- b2*v + (1-b2)*g^2; m_hat = m/(1 - b1^t); v_hat = v/(1 - b2^t); "
         "p <- p - lr*m_hat/(sqrt(v_hat) + eps).\n"
         "Adam: coupled decay g <- g + wd*p. AdamW: decoupled, p <- p*(1 - lr*wd) before the Adam update.\n"
+        "Conventions: eps outside the sqrt (torch); t counts steps taken (1 after the first); lr is read at "
+        "every step; grads are never modified.\n"
         "Shapes: m and v like each parameter; t is the shared step count.",
         "Increment t before the bias correction (the first step uses t = 1, so m_hat = g and the first "
         "move is lr*g/(|g| + eps)). eps sits outside the sqrt here, as in torch. AdamW's decay multiplies "
