@@ -60,11 +60,7 @@ def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.
 
     Source: the log-sum-exp trick; seed canon #11.
     """
-    z = np.asarray(logits, dtype=np.float64)                                       # (...,)  checked below
-    if z.ndim != 2:
-        raise ValueError(f"logits must be 2-D (n, K), got shape {z.shape}")
-    if not np.isfinite(z).all():
-        raise ValueError("logits must be finite")
+    z = _check_logits(logits)                                                      # (n, K)
     n, K = z.shape
     y = _check_labels(y, n, K)                                                     # (n,)
     shifted = z - np.max(z, axis=1, keepdims=True)                                 # (n, K)
@@ -89,7 +85,7 @@ class MLP:
         params: ``"W0"`` ``(d0, d1)``, ``"b0"`` ``(d1,)``, ..., ``"W{L-1}"``, ``"b{L-1}"``, float64.
 
     Raises:
-        ValueError: fewer than two sizes or a size ``< 1`` (``layer_sizes``); unknown ``activation``.
+        ValueError: fewer than two sizes or a size ``< 1``; unknown ``activation``.
 
     Source: He et al. 2015 (init for ReLU), Glorot & Bengio 2010 (init for tanh); seed canon #11.
     """
@@ -97,12 +93,8 @@ class MLP:
     def __init__(
         self, layer_sizes: Sequence[int], activation: Literal["relu", "tanh"] = "relu", seed: int = 0
     ) -> None:
-        sizes = list(layer_sizes)
-        if len(sizes) < 2 or not all(_is_int(s) and s >= 1 for s in sizes):
-            raise ValueError(f"layer_sizes must hold at least two integers >= 1, got {layer_sizes!r}")
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {_ACTIVATIONS}, got {activation!r}")
-        self.layer_sizes = [int(s) for s in sizes]
+        sizes = _check_architecture(layer_sizes, activation)
+        self.layer_sizes = sizes
         self.activation = activation
         self.n_layers = len(sizes) - 1
         rng = np.random.default_rng(seed)
@@ -156,9 +148,7 @@ class MLP:
         if self._cache is None:
             raise RuntimeError("backward called before forward: run forward(X) first")
         inputs, pre = self._cache
-        dh = np.asarray(dout, dtype=np.float64)                          # (...,)  checked below
-        if dh.shape != pre[-1].shape:
-            raise ValueError(f"dout must have the forward output's shape {pre[-1].shape}, got {dh.shape}")
+        dh = _check_dout(dout, pre[-1].shape)                            # (n, d_out)
         grads: dict[str, np.ndarray] = {}
         for l in reversed(range(self.n_layers)):
             a_in = inputs[l]
@@ -228,15 +218,11 @@ def train_mlp(
     Raises:
         ValueError: invalid ``lr``, ``steps`` or ``batch_size``, or data rejected by ``loss_and_grads``.
     """
-    if not (np.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
-    if not (_is_int(steps) and steps >= 1):
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    _check_schedule(lr, steps)
     X = model._check_input(X)                                     # (n, d0)
     n = X.shape[0]
     y = _check_labels(y, n, model.layer_sizes[-1])                # (n,)
-    if batch_size is not None and not (_is_int(batch_size) and 1 <= batch_size <= n):
-        raise ValueError(f"batch_size must be None or an integer in [1, {n}], got {batch_size!r}")
+    _check_batch_size(batch_size, n)
     rng = np.random.default_rng(seed)
     losses: list[float] = []
     for _ in range(steps):
@@ -261,6 +247,43 @@ def _check_labels(y: np.ndarray, n: int, K: int) -> np.ndarray:
     if n and (arr.min() < 0 or arr.max() >= K):
         raise ValueError(f"y must hold labels in [0, {K}), got range [{arr.min()}, {arr.max()}]")
     return arr.astype(np.int64)   # (n,)
+
+
+def _check_logits(logits: np.ndarray) -> np.ndarray:
+    z = np.asarray(logits, dtype=np.float64)   # (...,)  checked below
+    if z.ndim != 2:
+        raise ValueError(f"logits must be 2-D (n, K), got shape {z.shape}")
+    if not np.isfinite(z).all():
+        raise ValueError("logits must be finite")
+    return z                                   # (n, K)
+
+
+def _check_architecture(layer_sizes: Sequence[int], activation: str) -> list[int]:
+    sizes = list(layer_sizes)
+    if len(sizes) < 2 or not all(_is_int(s) and s >= 1 for s in sizes):
+        raise ValueError(f"layer_sizes must hold at least two integers >= 1, got {layer_sizes!r}")
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {_ACTIVATIONS}, got {activation!r}")
+    return [int(s) for s in sizes]
+
+
+def _check_dout(dout: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    dh = np.asarray(dout, dtype=np.float64)   # (...,)  checked below
+    if dh.shape != shape:
+        raise ValueError(f"dout must have the forward output's shape {shape}, got {dh.shape}")
+    return dh                                 # (n, d_out)
+
+
+def _check_schedule(lr: float, steps: int) -> None:
+    if not (np.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
+    if not (_is_int(steps) and steps >= 1):
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+
+
+def _check_batch_size(batch_size: int | None, n: int) -> None:
+    if batch_size is not None and not (_is_int(batch_size) and 1 <= batch_size <= n):
+        raise ValueError(f"batch_size must be None or an integer in [1, {n}], got {batch_size!r}")
 
 
 def _is_int(value: object) -> bool:

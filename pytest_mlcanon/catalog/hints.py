@@ -172,6 +172,9 @@ HINTS: dict[int, ItemHints] = {
         "Forward: h_l = a_l @ W_l + b_l, a_{l+1} = act(h_l), no activation after the last layer.\n"
         "Loss: softmax cross-entropy, dlogits = (softmax - onehot)/n.\n"
         "Backward: dW_l = a_l^T dh_l, db_l = dh_l.sum(0), da_l = dh_l @ W_l^T, dh_{l-1} = da_l * act'(h_{l-1}).\n"
+        "Conventions: relu'(0) = 0 (inside backward too); He normal init N(0, 2/fan_in) for relu, Xavier "
+        "normal N(0, 2/(fan_in + fan_out)) for tanh, zero biases; float32 logits are upcast; train_mlp "
+        "returns the loss before each update, minibatches drawn without replacement by default_rng(seed).\n"
         "Shapes: a_l (n, d_l), W_l (d_l, d_{l+1}), h_l (n, d_{l+1}), dW_l (d_l, d_{l+1}), db_l (d_{l+1},).",
         "The 1/n lives in dlogits once; do not divide again in dW. relu'(0) = 0. Cache the "
         "pre-activations in forward, and raise RuntimeError when backward runs before forward. Subtract "
