@@ -186,6 +186,9 @@ HINTS: dict[int, ItemHints] = {
         "for c = a*b, a.grad += b.data*c.grad and b.grad += a.data*c.grad.\n"
         "backward(): topological order (inputs before outputs), self.grad = 1, then run _backward in "
         "reverse order.\n"
+        "Conventions (torch's): backward resets interior grads, lets leaf grads accumulate across calls, "
+        "and seeds the root with += 1; relu'(0) = 0; works for graphs deeper than the recursion limit; "
+        "sigmoid(+-1000) is 1.0 / 0.0 with no OverflowError.\n"
         "No tensors: scalars only.",
         "Accumulate with +=, never =: a node used twice (a*a, a diamond) sums its contributions. Build the "
         "topological order iteratively (an explicit stack), or a chain of 10 000 additions hits "
