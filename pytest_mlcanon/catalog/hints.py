@@ -200,6 +200,8 @@ HINTS: dict[int, ItemHints] = {
         "Train: mu, var over every axis but 1 (var biased); xhat = (x - mu)/sqrt(var + eps); "
         "y = gamma*xhat + beta; running stats rm <- (1-m) rm + m mu, rv <- (1-m) rv + m var_unbiased.\n"
         "Backward: dxhat = dy*gamma; dx = (1/N) rstd (N dxhat - sum dxhat - xhat sum(dxhat*xhat)) per channel.\n"
+        "Conventions (torch's): normalise with the biased variance, update running_var with the unbiased one; "
+        "momentum weights the new statistic; eps inside the sqrt; in eval the running stats are constants.\n"
         "Shapes: x (N, C) or (N, C, H, W); mu, var (C,) viewed as (1, C, 1, 1); xhat like x.",
         "eps goes inside the sqrt. Normalise with the biased variance but update the running variance "
         "with the unbiased one (N/(N-1)). Eval mode uses the running stats and its backward is just "
@@ -210,6 +212,7 @@ HINTS: dict[int, ItemHints] = {
         "xhat = (x - mu)*rstd, y = gamma*xhat + beta.\n"
         "Backward: dxhat = dy*gamma; dx = rstd*(dxhat - mean(dxhat) - xhat*mean(dxhat*xhat)); "
         "dgamma = sum(dy*xhat), dbeta = sum(dy) over every leading axis.\n"
+        "Conventions: biased variance, eps inside the sqrt; inputs converted to float64.\n"
         "Shapes: x (..., D), mu/var/rstd (..., 1), gamma/beta (D,).",
         "keepdims=True on every reduction, or (..., ) will not broadcast back against (..., D). eps inside "
         "the sqrt. dgamma and dbeta sum over all leading axes (reshape to (-1, D)), not only axis 0. A "
@@ -217,6 +220,8 @@ HINTS: dict[int, ItemHints] = {
     ),
     15: ItemHints(
         "y = x / sqrt(mean(x^2, dim=-1, keepdim=True) + eps) * weight; no mean subtraction, no bias.\n"
+        "Conventions: float16/bfloat16 computed in float32 and cast back, float32/float64 in their own dtype; "
+        "the module's only parameter is `weight` (d,), float32, initialised to ones; eps default 1e-6.\n"
         "Shapes: x (..., d), mean square and rstd (..., 1), weight (d,), y (..., d).",
         "Upcast float16/bfloat16 to float32 before squaring (1000^2 overflows fp16's 65504) and cast the "
         "result back to x.dtype; float64 stays float64. Use torch.rsqrt(ms + eps): eps inside the root.",
