@@ -230,7 +230,10 @@ HINTS: dict[int, ItemHints] = {
         "im2col unrolls every receptive field into a column: cols (N, C*kh*kw, L) with L = H_out*W_out; "
         "the convolution is one matmul w.reshape(C_out, -1) @ cols -> (N, C_out, L) -> (N, C_out, H_out, W_out).\n"
         "H_out = (H + 2p - kh)//s + 1. Backward: dcols = W^T @ dy, dx = col2im(dcols) (overlaps summed), "
-        "dW = sum_n dy_n @ cols_n^T.",
+        "dW = sum_n dy_n @ cols_n^T.\n"
+        "Conventions: cross-correlation as torch (no kernel flip); im2col rows in (c, i, j) order, columns "
+        "oh*W_out + ow; inputs (integer images too) converted to float64; db is None without a bias; FLOPs "
+        "count 2 per multiply-add; receptive_field = 1 + sum_l (k_l - 1) * prod_{j<l} s_j.",
         "Row order inside a column must be (c, i, j), the order of w.reshape(C_out, -1). Loop over the "
         "kh*kw kernel offsets with strided slices, never over N or output positions. col2im must ADD "
         "overlapping contributions (np.add.at or +=), not assign. Cross-correlation, as torch: no kernel flip.",
