@@ -241,6 +241,9 @@ HINTS: dict[int, ItemHints] = {
     17: ItemHints(
         "conv3x3(C->w, pad 1) - ReLU - maxpool2 - conv3x3(w->2w, pad 1) - ReLU - global average pool - "
         "Linear(2w, n_classes); train with AdamW on F.cross_entropy(logits, y).\n"
+        "Conventions: both convs 3x3 with padding 1, one nn.Linear head, logits out; train_cnn returns a dict "
+        "with 'losses' (one float per step, extra keys allowed), draws batches from a private generator "
+        "seeded with seed, and restores the model's train/eval mode, as evaluate does.\n"
         "Shapes: (B, C, H, W) -> (B, w, H, W) -> (B, w, H/2, W/2) -> (B, 2w, H/2, W/2) -> (B, 2w) -> (B, n_classes).",
         "Return logits: no softmax before cross_entropy. Pool globally (mean over dims (2, 3)) so any input "
         "size works. Draw the batch order from a torch.Generator seeded from seed, never the global RNG, "
