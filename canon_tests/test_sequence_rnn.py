@@ -82,7 +82,7 @@ def test_step_closed_form() -> None:
     h_prev = np.array([[0.5, -0.2]])
     # pre = [1 - 0.5 - 0.4 + 0.25, -2 + 0 - 0.1 + 0.1] = [0.35, -2.0]
     h = rnn.rnn_step(x_t, h_prev, params)
-    _close(h, np.tanh([[0.35, -2.0]]), 'rnn_step(x_t, h_prev, params)')
+    _close(h, np.tanh([[0.35, -2.0]]), "rnn: rnn_step(x_t, h_prev, params)")
 
 
 def test_forward_matches_torch_rnn() -> None:
@@ -91,8 +91,8 @@ def test_forward_matches_torch_rnn() -> None:
     hs, _ = call_leaves_inputs_unchanged(rnn.rnn_forward, x, h0, params)
     *_, out, h_n = _torch_rnn(params, x, h0)
     assert hs.shape == (3, 7, 5) and hs.dtype == np.float64
-    _close(hs, out.detach().numpy(), 'hs')
-    _close(hs[:, -1], h_n[0].detach().numpy(), 'hs[:, -1]')
+    _close(hs, out.detach().numpy(), "rnn: hs")
+    _close(hs[:, -1], h_n[0].detach().numpy(), "rnn: hs[:, -1]")
 
 
 def test_forward_with_default_init_matches_torch_rnn() -> None:
@@ -101,7 +101,7 @@ def test_forward_with_default_init_matches_torch_rnn() -> None:
     _, x, h0, _ = _case(2, 6, 3, 4, seed=2)
     hs, _ = rnn.rnn_forward(x, h0, params)
     *_, out, _ = _torch_rnn(params, x, h0)
-    _close(hs, out.detach().numpy(), 'hs')
+    _close(hs, out.detach().numpy(), "rnn: hs")
 
 
 def test_gradients_match_torch_autograd() -> None:
@@ -125,7 +125,7 @@ def test_gradients_match_torch_autograd() -> None:
         assert grads[key].shape == want.shape, key
         _close(grads[key], want, f"rnn_backward(...)[{key!r}]")
     # bias_hh receives the same gradient as bias_ih: bh stands for their sum.
-    _close(module.bias_hh_l0.grad.numpy(), grads["bh"], 'module.bias_hh_l0.grad.numpy()')
+    _close(module.bias_hh_l0.grad.numpy(), grads["bh"], "rnn: module.bias_hh_l0.grad.numpy()")
 
 
 def test_gradients_match_finite_differences() -> None:
@@ -168,12 +168,12 @@ def test_single_step_equals_rnn_step() -> None:
     hs, cache = rnn.rnn_forward(x, h0, params)
     h1 = rnn.rnn_step(x[:, 0], h0, params)
     assert hs.shape == (3, 1, 5)
-    _close(hs[:, 0], h1, 'hs[:, 0]')
+    _close(hs[:, 0], h1, "rnn: hs[:, 0]")
     grads = rnn.rnn_backward(G, cache)
     dpre = G[:, 0] * (1.0 - h1**2)
-    _close(grads["Wxh"], x[:, 0].T @ dpre, 'grads["Wxh"]')
-    _close(grads["Whh"], h0.T @ dpre, 'grads["Whh"]')
-    _close(grads["h0"], dpre @ params["Whh"].T, 'grads["h0"]')
+    _close(grads["Wxh"], x[:, 0].T @ dpre, "rnn: grads['Wxh']")
+    _close(grads["Whh"], h0.T @ dpre, "rnn: grads['Whh']")
+    _close(grads["h0"], dpre @ params["Whh"].T, "rnn: grads['h0']")
 
 
 @pytest.mark.edge_case
@@ -182,10 +182,10 @@ def test_batch_of_one_matches_the_batched_rows() -> None:
     hs, cache = rnn.rnn_forward(x, h0, params)
     grads = rnn.rnn_backward(G, cache)
     hs1, cache1 = rnn.rnn_forward(x[1:2], h0[1:2], params)
-    _close(hs1, hs[1:2], 'hs1')
+    _close(hs1, hs[1:2], "rnn: hs1")
     grads1 = rnn.rnn_backward(G[1:2], cache1)
-    _close(grads1["x"], grads["x"][1:2], 'grads1["x"]')
-    _close(grads1["h0"], grads["h0"][1:2], 'grads1["h0"]')
+    _close(grads1["x"], grads["x"][1:2], "rnn: grads1['x']")
+    _close(grads1["h0"], grads["h0"][1:2], "rnn: grads1['h0']")
 
 
 def test_vanishing_gradient_with_small_recurrent_weight() -> None:

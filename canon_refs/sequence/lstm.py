@@ -57,13 +57,7 @@ def init_lstm_params(
 
     Source: Hochreiter & Schmidhuber 1997; Gers et al. 2000 (forget gate); Jozefowicz et al. 2015.
     """
-    if not (_is_int(input_size) and input_size >= 1):
-        raise ValueError(f"input_size must be an integer >= 1, got {input_size!r}")
-    if not (_is_int(hidden_size) and hidden_size >= 1):
-        raise ValueError(f"hidden_size must be an integer >= 1, got {hidden_size!r}")
-    if isinstance(forget_bias, bool) or not isinstance(forget_bias, (int, float, np.floating, np.integer)) \
-            or not np.isfinite(forget_bias):
-        raise ValueError(f"forget_bias must be a finite number, got {forget_bias!r}")
+    _check_init_args(input_size, hidden_size, forget_bias)
     H = hidden_size
     rng = np.random.default_rng(seed)
     bound = 1.0 / np.sqrt(H)
@@ -91,17 +85,9 @@ def lstm_step(
             ``c_prev`` not ``(B, H)``.
     """
     Wx, Wh, b = _check_params(params)
-    D, H = Wx.shape[0], Wh.shape[0]
-    x_t = np.asarray(x_t, dtype=np.float64)         # (...,)  checked below
-    if x_t.ndim != 2 or x_t.shape[1] != D:
-        raise ValueError(f"x_t must have shape (B, {D}), got {x_t.shape}")
-    B = x_t.shape[0]
-    h_prev = np.asarray(h_prev, dtype=np.float64)   # (...,)  checked below
-    if h_prev.shape != (B, H):
-        raise ValueError(f"h_prev must have shape ({B}, {H}), got {h_prev.shape}")
-    c_prev = np.asarray(c_prev, dtype=np.float64)   # (...,)  checked below
-    if c_prev.shape != (B, H):
-        raise ValueError(f"c_prev must have shape ({B}, {H}), got {c_prev.shape}")
+    x_t = _check_input(x_t, "x_t", 2, Wx.shape[0])                            # (B, D)
+    h_prev = _check_state(h_prev, "h_prev", x_t.shape[0], Wh.shape[0])      # (B, H)
+    c_prev = _check_state(c_prev, "c_prev", x_t.shape[0], Wh.shape[0])      # (B, H)
     return _step(x_t, h_prev, c_prev, Wx, Wh, b)
 
 
@@ -124,16 +110,10 @@ def lstm_forward(
     """
     Wx, Wh, b = _check_params(params)
     D, H = Wx.shape[0], Wh.shape[0]
-    x = np.asarray(x, dtype=np.float64)             # (...,)  checked below
-    if x.ndim != 3 or x.shape[2] != D:
-        raise ValueError(f"x must have shape (B, T, {D}), got {x.shape}")
+    x = _check_input(x, "x", 3, D)                  # (B, T, D)
     B, T, _ = x.shape
-    h0 = np.asarray(h0, dtype=np.float64)           # (...,)  checked below
-    if h0.shape != (B, H):
-        raise ValueError(f"h0 must have shape ({B}, {H}), got {h0.shape}")
-    c0 = np.asarray(c0, dtype=np.float64)           # (...,)  checked below
-    if c0.shape != (B, H):
-        raise ValueError(f"c0 must have shape ({B}, {H}), got {c0.shape}")
+    h0 = _check_state(h0, "h0", B, H)               # (B, H)
+    c0 = _check_state(c0, "c0", B, H)               # (B, H)
     hs = np.empty((B, T, H))                        # (B, T, H)
     h, c = h0, c0                                   # (B, H), (B, H)
     steps = []
@@ -163,12 +143,8 @@ def lstm_backward(
 
     Source: Graves 2012, "Supervised Sequence Labelling with RNNs", section 4.6 (without peepholes).
     """
-    if not isinstance(cache, dict) or not {"steps", "shape", "Wx", "Wh"} <= cache.keys():
-        raise ValueError("cache must be the cache returned by lstm_forward")
+    dhs = _check_upstream(dhs, cache)                       # (B, T, H)
     steps, (B, T, D, H), Wx, Wh = cache["steps"], cache["shape"], cache["Wx"], cache["Wh"]
-    dhs = np.asarray(dhs, dtype=np.float64)                 # (...,)  checked below
-    if dhs.shape != (B, T, H):
-        raise ValueError(f"dhs must have shape {(B, T, H)}, got {dhs.shape}")
     dh_next = _final_grad("dh_T", dh_T, B, H)               # (B, H)
     dc_next = _final_grad("dc_T", dc_T, B, H)               # (B, H)
     dx = np.zeros((B, T, D))                                # (B, T, D)
@@ -242,6 +218,41 @@ def _check_params(params: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray
     if b.shape != (4 * H,):
         raise ValueError(f"params['b'] must have shape ({4 * H},), got {b.shape}")
     return Wx, Wh, b
+
+
+def _check_init_args(input_size: int, hidden_size: int, forget_bias: float) -> None:
+    if not (_is_int(input_size) and input_size >= 1):
+        raise ValueError(f"input_size must be an integer >= 1, got {input_size!r}")
+    if not (_is_int(hidden_size) and hidden_size >= 1):
+        raise ValueError(f"hidden_size must be an integer >= 1, got {hidden_size!r}")
+    if isinstance(forget_bias, bool) or not isinstance(forget_bias, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(forget_bias):
+        raise ValueError(f"forget_bias must be a finite number, got {forget_bias!r}")
+
+
+def _check_input(x: np.ndarray, name: str, ndim: int, D: int) -> np.ndarray:
+    """``x`` as float64 with ``ndim`` axes and a last axis of width ``D``."""
+    x = np.asarray(x, dtype=np.float64)   # (...,)  checked below
+    if x.ndim != ndim or x.shape[-1] != D:
+        raise ValueError(f"{name} must have {ndim} axes and width {D}, got shape {x.shape}")
+    return x
+
+
+def _check_state(state: np.ndarray, name: str, B: int, H: int) -> np.ndarray:
+    state = np.asarray(state, dtype=np.float64)   # (...,)  checked below
+    if state.shape != (B, H):
+        raise ValueError(f"{name} must have shape ({B}, {H}), got {state.shape}")
+    return state
+
+
+def _check_upstream(dhs: np.ndarray, cache: dict) -> np.ndarray:
+    if not isinstance(cache, dict) or not {"steps", "shape", "Wx", "Wh"} <= cache.keys():
+        raise ValueError("cache must be the cache returned by lstm_forward")
+    B, T, _, H = cache["shape"]
+    dhs = np.asarray(dhs, dtype=np.float64)   # (...,)  checked below
+    if dhs.shape != (B, T, H):
+        raise ValueError(f"dhs must have shape {(B, T, H)}, got {dhs.shape}")
+    return dhs
 
 
 def _is_int(value: object) -> bool:

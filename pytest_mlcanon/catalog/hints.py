@@ -303,6 +303,8 @@ HINTS: dict[int, ItemHints] = {
         "h_t = tanh(x_t Wxh + h_{t-1} Whh + bh).\n"
         "BPTT, from t = T-1 down to 0: dh = dhs[:, t] + dh_next; dpre = dh * (1 - h_t^2); "
         "dWxh += x_t^T dpre; dWhh += h_{t-1}^T dpre; dbh += dpre.sum(0); dx_t = dpre Wxh^T; dh_next = dpre Whh^T.\n"
+        "Conventions: hs[:, t] is the state after reading x[:, t]; init U(-1/sqrt(H), 1/sqrt(H)) for every "
+        "entry, bh standing for torch's bias_ih + bias_hh; inputs converted to float64.\n"
         "Shapes: x (B, T, D), h (B, H), hs (B, T, H), Wxh (D, H), Whh (H, H), dpre (B, H).",
         "The gradient into h_t has two parts: the loss at step t and the future (dh_next); forgetting "
         "dh_next is the classic bug. h_{-1} is h0, so dWhh at t = 0 uses h0 and dh_next after the loop is "
@@ -313,6 +315,8 @@ HINTS: dict[int, ItemHints] = {
         "c_t = f*c_{t-1} + i*g; h_t = o*tanh(c_t).\n"
         "Backward: dc = dc_next + dh*o*(1 - tanh(c)^2); di = dc*g, df = dc*c_prev, dg = dc*i, do = dh*tanh(c); "
         "dc_next = dc*f.\n"
+        "Conventions: torch's gate order [i, f, g, o]; weights U(-1/sqrt(H), 1/sqrt(H)), b zeros except "
+        "b[H:2H] = forget_bias; h_T == hs[:, -1]; dh_T / dc_T default to zero.\n"
         "Shapes: gates (B, 4H), each gate (B, H), Wx (D, 4H), Wh (H, 4H), b (4H,).",
         "Gate order is torch's [i, f, g, o], so forget_bias goes into b[H:2H]. Multiply each gate's "
         "gradient by its own derivative (sigmoid: s(1 - s), tanh: 1 - t^2) before concatenating into dgates. "
