@@ -672,6 +672,9 @@ HINTS: dict[int, ItemHints] = {
     58: ItemHints(
         "Per output row: scale = max|w_row| / 127, q = clamp(round(w / scale), -127, 127) as int8; "
         "y = (x @ q^T) * scale (+ bias): scale after the matmul.\n"
+        "Conventions: scale is float32 and 1.0 wherever max/127 is 0 (all-zero or subnormal rows); round half "
+        "to even; the matmul runs in x.dtype (float64 stays float64); qweight and scale are buffers, bias "
+        "the only parameter.\n"
         "Shapes: weight (out, in), row absmax (out, 1), scale (out,), q (out, in) int8, x @ q^T (..., out).",
         "Round, do not truncate (int casts truncate toward zero). Clamp to [-127, 127]: -128 breaks "
         "symmetry. An all-zero row gets scale 1.0, not 0 (no division by zero). Cast q to x's dtype for "
