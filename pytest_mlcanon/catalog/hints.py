@@ -685,6 +685,10 @@ HINTS: dict[int, ItemHints] = {
         "axis 1, take the alpha/2 and 1 - alpha/2 quantiles. Paired bootstrap: the SAME indices for both "
         "systems, on the per-example difference. Wilson interval: "
         "(p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n).\n"
+        "Conventions: a statistic taking `axis` is applied once with axis=1; the paired p-value is twice the "
+        "share of resampled differences at or beyond 0 on the far side (1.0 when the difference is 0); a "
+        "crashed example scores 0 and stays in the denominator; Wilson bounds are clipped to [0, 1]; "
+        "punctuation may be deleted or replaced by a space; paired_bootstrap may return extra keys.\n"
         "Shapes: indices (R, n), resampled statistics (R,), quantiles (2,).",
         "Vectorise the resampling (one (R, n) draw, no Python loop over R). Pairing is the point of the "
         "paired bootstrap: independent resamples of the two systems lose the correlation and widen the "
