@@ -80,13 +80,13 @@ def kmeans_plus_plus_init(X: np.ndarray, k: int, rng: np.random.Generator) -> np
 
     Source: Arthur & Vassilvitskii, "k-means++: The Advantages of Careful Seeding", SODA 2007.
     """
-    X = _check_data(X)                                                        # (n, d)
+    X = _check_data(X)                                                       # (n, d)
     n = X.shape[0]
     _check_k(k, n)
-    chosen = np.zeros(n, dtype=bool)                                          # (n,)
+    chosen = np.zeros(n, dtype=bool)                                         # (n,)
     picks = [int(rng.integers(n))]
     chosen[picks[0]] = True
-    nearest_sq = pairwise_sq_distances(X, X[picks[0] : picks[0] + 1])[:, 0]   # (n,)
+    nearest_sq = pairwise_sq_distances(X, X[picks[0] : picks[0] + 1])[:, 0]  # (n,)
     nearest_sq[chosen] = 0.0  # the expansion leaves ~1e-15 on a point's own distance; force exact 0
     for _ in range(1, k):
         total = float(nearest_sq.sum())
@@ -96,10 +96,10 @@ def kmeans_plus_plus_init(X: np.ndarray, k: int, rng: np.random.Generator) -> np
             nxt = int(rng.choice(np.flatnonzero(~chosen)))
         picks.append(nxt)
         chosen[nxt] = True
-        new_sq = pairwise_sq_distances(X, X[nxt : nxt + 1])[:, 0]             # (n,)
-        nearest_sq = np.minimum(nearest_sq, new_sq)                           # (n,)
+        new_sq = pairwise_sq_distances(X, X[nxt : nxt + 1])[:, 0]            # (n,)
+        nearest_sq = np.minimum(nearest_sq, new_sq)                          # (n,)
         nearest_sq[chosen] = 0.0
-    return X[np.array(picks)].copy()                                          # (k, d)
+    return X[np.array(picks)].copy()                                         # (k, d)
 
 
 def assign(X: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -116,10 +116,10 @@ def assign(X: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray
     Raises:
         ValueError: as ``pairwise_sq_distances`` (not 2-D, feature widths differ).
     """
-    sq = pairwise_sq_distances(X, centroids)                          # (n, K)
-    labels = np.argmin(sq, axis=1)                                    # (n,)
-    nearest = np.take_along_axis(sq, labels[:, None], axis=1)[:, 0]   # (n,)
-    return labels.astype(np.int64), nearest                           # (n,), (n,)
+    sq = pairwise_sq_distances(X, centroids)                                 # (n, K)
+    labels = np.argmin(sq, axis=1)                                           # (n,)
+    nearest = np.take_along_axis(sq, labels[:, None], axis=1)[:, 0]          # (n,)
+    return labels.astype(np.int64), nearest                                  # (n,), (n,)
 
 
 def kmeans(
@@ -154,19 +154,19 @@ def kmeans(
 
     Source: Lloyd, "Least squares quantization in PCM", 1982; seed canon #5.
     """
-    X = _check_data(X)                                                   # (n, d)
+    X = _check_data(X)                                                       # (n, d)
     _check_k(k, X.shape[0])
     _check_schedule(n_iter, tol)
-    centroids = _initial_centroids(X, k, init, np.random.default_rng(seed))   # (K, d)
+    centroids = _initial_centroids(X, k, init, np.random.default_rng(seed))  # (K, d)
 
-    labels, sq = assign(X, centroids)                                    # (n,), (n,)
+    labels, sq = assign(X, centroids)                                        # (n,), (n,)
     history = [float(sq.sum())]
     steps = 0
     for _ in range(n_iter):
-        new_centroids = _update(X, labels, centroids)                    # (K, d)
+        new_centroids = _update(X, labels, centroids)                        # (K, d)
         shift = float(np.max(np.linalg.norm(new_centroids - centroids, axis=1)))
-        centroids = new_centroids                                        # (K, d)
-        labels, sq = assign(X, centroids)                                # (n,), (n,)
+        centroids = new_centroids                                            # (K, d)
+        labels, sq = assign(X, centroids)                                    # (n,), (n,)
         history.append(float(sq.sum()))
         steps += 1
         if shift <= tol:
@@ -203,12 +203,12 @@ def _initial_centroids(X: np.ndarray, k: int, init: str | np.ndarray, rng: np.ra
         if init not in _INITS:
             raise ValueError(f"init must be one of {_INITS} or a (k, d) array, got {init!r}")
         if init == "k-means++":
-            return kmeans_plus_plus_init(X, k, rng)                      # (K, d)
-        return X[rng.choice(n, size=k, replace=False)].copy()            # (K, d)
-    centroids = np.array(init, dtype=np.float64)                         # (...,)  checked below
+            return kmeans_plus_plus_init(X, k, rng)                          # (K, d)
+        return X[rng.choice(n, size=k, replace=False)].copy()                # (K, d)
+    centroids = np.array(init, dtype=np.float64)                             # (...,)  checked below
     if centroids.shape != (k, d) or not np.isfinite(centroids).all():
         raise ValueError(f"init array must be finite with shape ({k}, {d}), got {centroids.shape}")
-    return centroids                                                     # (K, d)
+    return centroids                                                         # (K, d)
 
 
 def _check_schedule(n_iter: int, tol: float) -> None:
@@ -221,12 +221,12 @@ def _check_schedule(n_iter: int, tol: float) -> None:
 
 def _check_data(X: np.ndarray) -> np.ndarray:
     """``X`` as a finite 2-D float64 array, or ValueError naming ``X``."""
-    arr = np.asarray(X, dtype=np.float64)   # (...,)  checked below
+    arr = np.asarray(X, dtype=np.float64)                                    # (...,)  checked below
     if arr.ndim != 2:
         raise ValueError(f"X must be 2-D (n, d), got shape {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError("X must be finite (no NaN or inf)")
-    return arr                              # (n, d)
+    return arr                                                               # (n, d)
 
 
 def _check_k(k: int, n: int) -> None:

@@ -42,7 +42,7 @@ def sigmoid(z: np.ndarray | float) -> np.ndarray:
         float64 array of the same shape as ``z`` with values in [0, 1]; saturates to exactly 0.0
         and 1.0 without overflow warnings.
     """
-    z = np.asarray(z, dtype=np.float64)          # (...,)
+    z = np.asarray(z, dtype=np.float64)                               # (...,)
     return np.exp(-np.logaddexp(0.0, -z))
 
 
@@ -51,7 +51,7 @@ def log_sigmoid(z: np.ndarray | float) -> np.ndarray:
 
     Args: z: real array of any shape. Returns: float64 array of the same shape, values <= 0.
     """
-    z = np.asarray(z, dtype=np.float64)          # (...,)
+    z = np.asarray(z, dtype=np.float64)                               # (...,)
     return -np.logaddexp(0.0, -z)
 
 
@@ -73,16 +73,16 @@ def logistic_loss_and_grad(
         ValueError: shape mismatch of ``w``, ``X`` or ``y``, labels outside {0, 1}, non-finite
             inputs, ``l2 < 0``.
     """
-    X = _check_features(X)                       # (n, d)
+    X = _check_features(X)                                            # (n, d)
     n = X.shape[0]
-    y = _check_binary_labels(y, n)               # (n,)
+    y = _check_binary_labels(y, n)                                    # (n,)
     l2 = _check_l2(l2)
-    w = _check_weights(w, b, X.shape[1])         # (d,)
-    logits = X @ w + float(b)                    # (n,)
+    w = _check_weights(w, b, X.shape[1])                              # (d,)
+    logits = X @ w + float(b)                                         # (n,)
     nll = float(np.mean(np.logaddexp(0.0, logits) - y * logits))
-    loss = nll + 0.5 * l2 * float(w @ w)         # ()
-    residual = sigmoid(logits) - y               # (n,)  p - y
-    grad_w = X.T @ residual / n + l2 * w         # (d,)
+    loss = nll + 0.5 * l2 * float(w @ w)                              # ()
+    residual = sigmoid(logits) - y                                    # (n,)  p - y
+    grad_w = X.T @ residual / n + l2 * w                              # (d,)
     grad_b = float(residual.mean())
     return loss, grad_w, grad_b
 
@@ -109,9 +109,9 @@ class LogisticRegression:
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> LogisticRegression:
         """Run ``n_iter`` full-batch GD steps on ``X (n, d)``, ``y (n,)`` in {0, 1}; returns ``self``."""
-        X = _check_features(X)                   # (n, d)
-        y = _check_binary_labels(y, X.shape[0])  # (n,)
-        w = np.zeros(X.shape[1])                 # (d,)
+        X = _check_features(X)                                        # (n, d)
+        y = _check_binary_labels(y, X.shape[0])                       # (n,)
+        w = np.zeros(X.shape[1])                                      # (d,)
         b = 0.0
         history: list[float] = []
         for _ in range(self.n_iter):
@@ -132,8 +132,8 @@ class LogisticRegression:
         """
         if not hasattr(self, "coef_"):
             raise RuntimeError("LogisticRegression used before fit")
-        X = _check_features(X, width=self.coef_.shape[0])   # (n, d)
-        return X @ self.coef_ + self.intercept_  # (n,)
+        X = _check_features(X, width=self.coef_.shape[0])             # (n, d)
+        return X @ self.coef_ + self.intercept_                       # (n,)
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """``P(y = 1 | x)`` for each row, float64 ``(n,)`` in [0, 1]."""
@@ -145,12 +145,12 @@ class LogisticRegression:
         Raises ValueError when ``threshold`` is not strictly inside (0, 1).
         """
         _check_threshold(threshold)
-        return (self.predict_proba(X) >= threshold).astype(np.int64)   # (n,)
+        return (self.predict_proba(X) >= threshold).astype(np.int64)  # (n,)
 
 
 def _check_features(X: np.ndarray, width: int | None = None) -> np.ndarray:
     """``X`` as float64 ``(n, d)`` with n >= 1, finite entries and ``d == width`` when given."""
-    X = np.asarray(X, dtype=np.float64)          # (...,)  validated below
+    X = np.asarray(X, dtype=np.float64)                               # (...,)  validated below
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n, d), got shape {X.shape}")
     if width is not None and X.shape[1] != width:
@@ -164,7 +164,7 @@ def _check_features(X: np.ndarray, width: int | None = None) -> np.ndarray:
 
 def _check_binary_labels(y: np.ndarray, n: int) -> np.ndarray:
     """``y`` as float64 ``(n,)`` with every entry 0 or 1 (ValueError naming ``y``)."""
-    y = np.asarray(y)                            # (...,)
+    y = np.asarray(y)                                                 # (...,)
     if y.ndim != 1 or y.shape[0] != n:
         raise ValueError(f"y must be 1-D with {n} entries to match X, got shape {y.shape}")
     if not np.issubdtype(y.dtype, np.number) and y.dtype != np.bool_:
@@ -185,12 +185,12 @@ def _check_l2(l2: float) -> float:
 
 def _check_weights(w: np.ndarray, b: float, d: int) -> np.ndarray:
     """``w`` as finite float64 ``(d,)`` and ``b`` finite, or ValueError."""
-    w = np.asarray(w, dtype=np.float64)          # (...,)  checked below
+    w = np.asarray(w, dtype=np.float64)                               # (...,)  checked below
     if w.shape != (d,) or not np.isfinite(w).all():
         raise ValueError(f"w must be finite with shape ({d},), got shape {w.shape}")
     if not np.isfinite(b):
         raise ValueError(f"b must be finite, got {b}")
-    return w                                     # (d,)
+    return w                                                          # (d,)
 
 
 def _check_schedule(lr: float, n_iter: int) -> None:

@@ -53,7 +53,7 @@ class PCA:
 
     def fit(self, X: np.ndarray) -> PCA:
         """Fit on ``X (n, d)`` with n >= 2; returns ``self``."""
-        X = _check_training_data(X, self.n_components)                  # (n, d)
+        X = _check_training_data(X, self.n_components)               # (n, d)
         n, k = X.shape[0], self.n_components
         mean = X.mean(axis=0)                                        # (d,)
         Xc = X - mean                                                # (n, d)

@@ -102,14 +102,14 @@ def bootstrap_ci(
 
     Source: Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, ch. 13 (percentile method).
     """
-    x = _scores(values, "values")                                # (n,)
+    x = _scores(values, "values")                                                    # (n,)
     _check_resampling(n_resamples, confidence)
     point = float(statistic(x))
-    idx = _resample_indices(x.shape[0], n_resamples, seed)      # (R, n)
-    samples = x[idx]                                             # (R, n)
-    stats = _apply_rowwise(statistic, samples)                   # (R,)
+    idx = _resample_indices(x.shape[0], n_resamples, seed)                           # (R, n)
+    samples = x[idx]                                                                 # (R, n)
+    stats = _apply_rowwise(statistic, samples)                                       # (R,)
     alpha = (1.0 - confidence) / 2.0
-    bounds = np.quantile(stats, [alpha, 1.0 - alpha])            # (2,)
+    bounds = np.quantile(stats, [alpha, 1.0 - alpha])                                # (2,)
     return point, float(bounds[0]), float(bounds[1])
 
 
@@ -144,13 +144,13 @@ def paired_bootstrap(
 
     Source: Koehn, "Statistical Significance Tests for Machine Translation Evaluation", EMNLP 2004.
     """
-    a, b = _check_pair(scores_a, scores_b)                       # (n,), (n,)
+    a, b = _check_pair(scores_a, scores_b)                                           # (n,), (n,)
     _check_resampling(n_resamples, confidence)
-    idx = _resample_indices(a.shape[0], n_resamples, seed)      # (R, n)
-    diffs = np.mean(a[idx], axis=1) - np.mean(b[idx], axis=1)   # (R,)
+    idx = _resample_indices(a.shape[0], n_resamples, seed)                           # (R, n)
+    diffs = np.mean(a[idx], axis=1) - np.mean(b[idx], axis=1)                        # (R,)
     diff = float(np.mean(a - b))
     alpha = (1.0 - confidence) / 2.0
-    bounds = np.quantile(diffs, [alpha, 1.0 - alpha])            # (2,)
+    bounds = np.quantile(diffs, [alpha, 1.0 - alpha])                                # (2,)
     if diff == 0.0:
         p_value = 1.0
     else:
@@ -254,15 +254,15 @@ def evaluate(
     means: dict[str, float] = {}
     intervals: dict[str, tuple[float, float]] = {}
     for name in chosen:
-        per_example = np.array([r["scores"][name] for r in rows], dtype=np.float64)   # (n,)
+        per_example = np.array([r["scores"][name] for r in rows], dtype=np.float64)  # (n,)
         point, low, high = bootstrap_ci(per_example, n_resamples=n_resamples, confidence=confidence, seed=seed)
         means[name], intervals[name] = point, (low, high)
     return EvalReport(n=len(rows), metrics=means, ci=intervals, per_example=rows)
 
 
 def _check_pair(scores_a: np.ndarray, scores_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    a = _scores(scores_a, "scores_a")   # (n,)
-    b = _scores(scores_b, "scores_b")   # (n,)
+    a = _scores(scores_a, "scores_a")                                                # (n,)
+    b = _scores(scores_b, "scores_b")                                                # (n,)
     if a.shape != b.shape:
         raise ValueError(f"scores_a and scores_b must have the same length, got {a.shape[0]} and {b.shape[0]}")
     return a, b
@@ -291,14 +291,14 @@ def _check_evaluation(
 
 def _scores(values: np.ndarray, name: str) -> np.ndarray:
     """``values`` as a non-empty finite 1-D float64 array, or ValueError naming ``name``."""
-    x = np.asarray(values, dtype=np.float64)   # (...,)  checked below
+    x = np.asarray(values, dtype=np.float64)                                         # (...,)  checked below
     if x.ndim != 1:
         raise ValueError(f"{name} must be 1-D (one score per example), got shape {x.shape}")
     if x.shape[0] == 0:
         raise ValueError(f"{name} must not be empty")
     if not np.isfinite(x).all():
         raise ValueError(f"{name} must be finite (no NaN or inf)")
-    return x                                   # (n,)
+    return x                                                                         # (n,)
 
 
 def _check_confidence(confidence: float) -> None:
@@ -316,7 +316,7 @@ def _resample_indices(n: int, n_resamples: int, seed: int) -> np.ndarray:
     """``(R, n)`` indices drawn uniformly with replacement; int32 when ``n`` fits (half the memory)."""
     dtype = np.int32 if n < 2**31 else np.int64
     rng = np.random.default_rng(seed)
-    return rng.integers(0, n, size=(n_resamples, n), dtype=dtype)   # (R, n)
+    return rng.integers(0, n, size=(n_resamples, n), dtype=dtype)                    # (R, n)
 
 
 def _accepts_axis(statistic: Callable[..., float]) -> bool:
@@ -332,8 +332,8 @@ def _apply_rowwise(statistic: Callable[..., float], samples: np.ndarray) -> np.n
     """``statistic`` of every row of ``samples``: one call with ``axis=1`` when it accepts it."""
     R = samples.shape[0]
     if _accepts_axis(statistic):
-        stats = np.asarray(statistic(samples, axis=1), dtype=np.float64)              # (R,) | (...,)
+        stats = np.asarray(statistic(samples, axis=1), dtype=np.float64)             # (R,) | (...,)
         if stats.shape == (R,):
-            return stats                                                               # (R,)
+            return stats                                                             # (R,)
     per_row = [float(statistic(row)) for row in samples]
-    return np.array(per_row, dtype=np.float64)                                         # (R,)
+    return np.array(per_row, dtype=np.float64)                                       # (R,)

@@ -36,12 +36,12 @@ _ACTIVATIONS = ("relu", "tanh")
 
 def relu(x: np.ndarray) -> np.ndarray:
     """``max(x, 0)`` element-wise; float64 array of ``x``'s shape (any shape)."""
-    return np.maximum(np.asarray(x, dtype=np.float64), 0.0)   # (...,)
+    return np.maximum(np.asarray(x, dtype=np.float64), 0.0)                       # (...,)
 
 
 def relu_grad(x: np.ndarray) -> np.ndarray:
     """Derivative of ``relu``: ``1.0`` where ``x > 0``, else ``0.0`` (also at the kink); float64."""
-    return (np.asarray(x) > 0).astype(np.float64)   # (...,)
+    return (np.asarray(x) > 0).astype(np.float64)                                 # (...,)
 
 
 def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
@@ -60,14 +60,14 @@ def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.
 
     Source: the log-sum-exp trick; seed canon #11.
     """
-    z = _check_logits(logits)                                                      # (n, K)
+    z = _check_logits(logits)                                                     # (n, K)
     n, K = z.shape
-    y = _check_labels(y, n, K)                                                     # (n,)
-    shifted = z - np.max(z, axis=1, keepdims=True)                                 # (n, K)
-    log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))   # (n, K)
-    rows = np.arange(n)                                                            # (n,)
+    y = _check_labels(y, n, K)                                                    # (n,)
+    shifted = z - np.max(z, axis=1, keepdims=True)                                # (n, K)
+    log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))  # (n, K)
+    rows = np.arange(n)                                                           # (n,)
     loss = -float(np.mean(log_probs[rows, y]))
-    dlogits = np.exp(log_probs)                                                    # (n, K)
+    dlogits = np.exp(log_probs)                                                   # (n, K)
     dlogits[rows, y] -= 1.0
     return loss, dlogits / n
 
@@ -101,8 +101,8 @@ class MLP:
         self.params: dict[str, np.ndarray] = {}
         for l, (fan_in, fan_out) in enumerate(zip(self.layer_sizes[:-1], self.layer_sizes[1:])):
             var = 2.0 / fan_in if activation == "relu" else 2.0 / (fan_in + fan_out)
-            W = rng.normal(0.0, np.sqrt(var), size=(fan_in, fan_out))   # (d_in, d_out)
-            b = np.zeros(fan_out)                                       # (d_out,)
+            W = rng.normal(0.0, np.sqrt(var), size=(fan_in, fan_out))             # (d_in, d_out)
+            b = np.zeros(fan_out)                                                 # (d_out,)
             self.params[f"W{l}"], self.params[f"b{l}"] = W, b
         self._cache: tuple[list[np.ndarray], list[np.ndarray]] | None = None
 
@@ -118,18 +118,18 @@ class MLP:
         Raises:
             ValueError: ``X`` not 2-D or its width is not ``layer_sizes[0]``.
         """
-        X = self._check_input(X)                                           # (n, d0)
+        X = self._check_input(X)                                                  # (n, d0)
         inputs = [X]  # a_l, the input of layer l
         pre = []  # h_l, the pre-activation of layer l
-        a = X                                                              # (n, d0)
+        a = X                                                                     # (n, d0)
         for l in range(self.n_layers):
-            h = a @ self.params[f"W{l}"] + self.params[f"b{l}"]            # (n, d_out)
+            h = a @ self.params[f"W{l}"] + self.params[f"b{l}"]                   # (n, d_out)
             pre.append(h)
             if l < self.n_layers - 1:
-                a = relu(h) if self.activation == "relu" else np.tanh(h)   # (n, d_out)
+                a = relu(h) if self.activation == "relu" else np.tanh(h)          # (n, d_out)
                 inputs.append(a)
         self._cache = (inputs, pre)
-        return h                                                           # (n, d_out)
+        return h                                                                  # (n, d_out)
 
     def backward(self, dout: np.ndarray) -> dict[str, np.ndarray]:
         """Gradients of a scalar loss w.r.t. every parameter, given ``dout = dL/dlogits``.
@@ -148,16 +148,16 @@ class MLP:
         if self._cache is None:
             raise RuntimeError("backward called before forward: run forward(X) first")
         inputs, pre = self._cache
-        dh = _check_dout(dout, pre[-1].shape)                            # (n, d_out)
+        dh = _check_dout(dout, pre[-1].shape)                                     # (n, d_out)
         grads: dict[str, np.ndarray] = {}
         for l in reversed(range(self.n_layers)):
             a_in = inputs[l]
-            dW = a_in.T @ dh                                             # (d_in, d_out)
-            db = np.sum(dh, axis=0)                                      # (d_out,)
+            dW = a_in.T @ dh                                                      # (d_in, d_out)
+            db = np.sum(dh, axis=0)                                               # (d_out,)
             grads[f"W{l}"], grads[f"b{l}"] = dW, db
             if l > 0:
-                da = dh @ self.params[f"W{l}"].T                         # (n, d_in)
-                dh = da * self._activation_grad(pre[l - 1], inputs[l])   # (n, d_in)
+                da = dh @ self.params[f"W{l}"].T                                  # (n, d_in)
+                dh = da * self._activation_grad(pre[l - 1], inputs[l])            # (n, d_in)
         return {key: grads[key] for key in self.params}
 
     def loss_and_grads(self, X: np.ndarray, y: np.ndarray) -> tuple[float, dict[str, np.ndarray]]:
@@ -173,9 +173,9 @@ class MLP:
             ValueError: as ``forward``, or labels not 1-D of length ``n``, not integer, out of range
                 (checked before ``forward`` touches the cache).
         """
-        X = self._check_input(X)   # (n, d0)
+        X = self._check_input(X)                                                  # (n, d0)
         _check_labels(y, X.shape[0], self.layer_sizes[-1])
-        logits = self.forward(X)   # (n, K)
+        logits = self.forward(X)                                                  # (n, K)
         loss, dlogits = softmax_cross_entropy(logits, y)
         return loss, self.backward(dlogits)
 
@@ -186,7 +186,7 @@ class MLP:
         return 1.0 - a * a
 
     def _check_input(self, X: np.ndarray) -> np.ndarray:
-        arr = np.asarray(X, dtype=np.float64)   # (...,)  checked below
+        arr = np.asarray(X, dtype=np.float64)                                     # (...,)  checked below
         if arr.ndim != 2 or arr.shape[1] != self.layer_sizes[0]:
             raise ValueError(f"X must have shape (n, {self.layer_sizes[0]}), got {arr.shape}")
         return arr
@@ -219,9 +219,9 @@ def train_mlp(
         ValueError: invalid ``lr``, ``steps`` or ``batch_size``, or data rejected by ``loss_and_grads``.
     """
     _check_schedule(lr, steps)
-    X = model._check_input(X)                                     # (n, d0)
+    X = model._check_input(X)                                                     # (n, d0)
     n = X.shape[0]
-    y = _check_labels(y, n, model.layer_sizes[-1])                # (n,)
+    y = _check_labels(y, n, model.layer_sizes[-1])                                # (n,)
     _check_batch_size(batch_size, n)
     rng = np.random.default_rng(seed)
     losses: list[float] = []
@@ -229,7 +229,7 @@ def train_mlp(
         if batch_size is None:
             loss, grads = model.loss_and_grads(X, y)
         else:
-            idx = rng.choice(n, size=batch_size, replace=False)   # (batch_size,)
+            idx = rng.choice(n, size=batch_size, replace=False)                   # (batch_size,)
             loss, grads = model.loss_and_grads(X[idx], y[idx])
         for key, grad in grads.items():
             model.params[key] -= lr * grad
@@ -239,23 +239,23 @@ def train_mlp(
 
 def _check_labels(y: np.ndarray, n: int, K: int) -> np.ndarray:
     """``y`` as int64 of shape ``(n,)`` with values in ``[0, K)``, or ValueError naming ``y``."""
-    arr = np.asarray(y)           # (...,)  checked below
+    arr = np.asarray(y)                                                           # (...,)  checked below
     if arr.shape != (n,):
         raise ValueError(f"y must have shape ({n},), got {arr.shape}")
     if not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"y must hold integer class labels, got dtype {arr.dtype}")
     if n and (arr.min() < 0 or arr.max() >= K):
         raise ValueError(f"y must hold labels in [0, {K}), got range [{arr.min()}, {arr.max()}]")
-    return arr.astype(np.int64)   # (n,)
+    return arr.astype(np.int64)                                                   # (n,)
 
 
 def _check_logits(logits: np.ndarray) -> np.ndarray:
-    z = np.asarray(logits, dtype=np.float64)   # (...,)  checked below
+    z = np.asarray(logits, dtype=np.float64)                                      # (...,)  checked below
     if z.ndim != 2:
         raise ValueError(f"logits must be 2-D (n, K), got shape {z.shape}")
     if not np.isfinite(z).all():
         raise ValueError("logits must be finite")
-    return z                                   # (n, K)
+    return z                                                                      # (n, K)
 
 
 def _check_architecture(layer_sizes: Sequence[int], activation: str) -> list[int]:
@@ -268,10 +268,10 @@ def _check_architecture(layer_sizes: Sequence[int], activation: str) -> list[int
 
 
 def _check_dout(dout: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    dh = np.asarray(dout, dtype=np.float64)   # (...,)  checked below
+    dh = np.asarray(dout, dtype=np.float64)                                       # (...,)  checked below
     if dh.shape != shape:
         raise ValueError(f"dout must have the forward output's shape {shape}, got {dh.shape}")
-    return dh                                 # (n, d_out)
+    return dh                                                                     # (n, d_out)
 
 
 def _check_schedule(lr: float, steps: int) -> None:

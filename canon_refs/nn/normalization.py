@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 # ---------------------------------------------------------------------------------------------------
 # #13 BatchNorm
 # ---------------------------------------------------------------------------------------------------
@@ -83,31 +82,31 @@ def batchnorm_forward(
 
     Source: Ioffe & Szegedy (2015), Algorithm 1 (forward) and Algorithm 2 (inference).
     """
-    x = np.asarray(x, dtype=np.float64)                              # (N, C) | (N, C, H_in, W_in)
+    x = np.asarray(x, dtype=np.float64)                                           # (N, C) | (N, C, H_in, W_in)
     _check_batchnorm_args(x, gamma, beta, running_mean, running_var, training, momentum, eps)
     C = x.shape[1]
     axes = (0,) if x.ndim == 2 else (0, 2, 3)
     m = x.size // C
     bshape = (1, C) + (1,) * (x.ndim - 2)
-    gamma = np.asarray(gamma, dtype=np.float64)                      # (C,)
-    beta = np.asarray(beta, dtype=np.float64)                        # (C,)
+    gamma = np.asarray(gamma, dtype=np.float64)                                   # (C,)
+    beta = np.asarray(beta, dtype=np.float64)                                     # (C,)
     if training:
-        mu = x.mean(axis=axes)                                       # (C,)
-        xc = x - mu.reshape(bshape)                                  # (N, C) | (N, C, H_in, W_in)
-        var = (xc * xc).mean(axis=axes)                              # (C,)  biased, two-pass
+        mu = x.mean(axis=axes)                                                    # (C,)
+        xc = x - mu.reshape(bshape)                                               # (N, C) | (N, C, H_in, W_in)
+        var = (xc * xc).mean(axis=axes)                                           # (C,)  biased, two-pass
         if running_mean is not None:
             running_mean *= 1.0 - momentum
             running_mean += momentum * mu
             running_var *= 1.0 - momentum
             running_var += momentum * var * (m / (m - 1))
     else:
-        mu = np.asarray(running_mean, dtype=np.float64)              # (C,)
-        var = np.asarray(running_var, dtype=np.float64)              # (C,)
-        xc = x - mu.reshape(bshape)                                  # (N, C) | (N, C, H_in, W_in)
-    rstd = 1.0 / np.sqrt(var + eps)                                  # (C,)
-    rstd_b = rstd.reshape(bshape)                                    # (1, C) | (1, C, 1, 1)
-    xhat = xc * rstd_b                                               # (N, C) | (N, C, H_in, W_in)
-    y = xhat * gamma.reshape(bshape) + beta.reshape(bshape)          # (N, C) | (N, C, H_in, W_in)
+        mu = np.asarray(running_mean, dtype=np.float64)                           # (C,)
+        var = np.asarray(running_var, dtype=np.float64)                           # (C,)
+        xc = x - mu.reshape(bshape)                                               # (N, C) | (N, C, H_in, W_in)
+    rstd = 1.0 / np.sqrt(var + eps)                                               # (C,)
+    rstd_b = rstd.reshape(bshape)                                                 # (1, C) | (1, C, 1, 1)
+    xhat = xc * rstd_b                                                            # (N, C) | (N, C, H_in, W_in)
+    y = xhat * gamma.reshape(bshape) + beta.reshape(bshape)                       # (N, C) | (N, C, H_in, W_in)
     cache = {"xhat": xhat, "xc": xc, "rstd": rstd, "gamma": gamma, "training": training, "axes": axes}
     return y, cache
 
@@ -134,19 +133,19 @@ def batchnorm_backward(dy: np.ndarray, cache: dict) -> tuple[np.ndarray, np.ndar
     C = xhat.shape[1]
     m = xhat.size // C
     bshape = (1, C) + (1,) * (xhat.ndim - 2)
-    rstd_b = rstd.reshape(bshape)                                    # (1, C) | (1, C, 1, 1)
+    rstd_b = rstd.reshape(bshape)                                                 # (1, C) | (1, C, 1, 1)
 
-    dbeta = dy.sum(axis=axes)                                        # (C,)
-    dgamma = (dy * xhat).sum(axis=axes)                              # (C,)
-    dxhat = dy * gamma.reshape(bshape)                               # (N, C) | (N, C, H_in, W_in)
+    dbeta = dy.sum(axis=axes)                                                     # (C,)
+    dgamma = (dy * xhat).sum(axis=axes)                                           # (C,)
+    dxhat = dy * gamma.reshape(bshape)                                            # (N, C) | (N, C, H_in, W_in)
     if not cache["training"]:
-        return dxhat * rstd_b, dgamma, dbeta                         # (N, C) | (N, C, H_in, W_in), (C,), (C,)
+        return dxhat * rstd_b, dgamma, dbeta                                      # (N, C) | (N, C, H_in, W_in), (C,), (C,)
     # var = mean(xc**2) and xhat = xc * (var + eps)**-0.5: d xhat / d var = -0.5 * xc * rstd**3.
-    dvar = (dxhat * xc).sum(axis=axes) * (-0.5) * rstd**3            # (C,)
+    dvar = (dxhat * xc).sum(axis=axes) * (-0.5) * rstd**3                         # (C,)
     # d var / d mu = -2 * mean(xc) = 0, so only the direct path reaches the mean.
-    dmu = -(dxhat * rstd_b).sum(axis=axes)                           # (C,)
-    dx = dxhat * rstd_b + (2.0 / m) * dvar.reshape(bshape) * xc     # (N, C) | (N, C, H_in, W_in)
-    dx += dmu.reshape(bshape) / m                                    # (N, C) | (N, C, H_in, W_in)
+    dmu = -(dxhat * rstd_b).sum(axis=axes)                                        # (C,)
+    dx = dxhat * rstd_b + (2.0 / m) * dvar.reshape(bshape) * xc                   # (N, C) | (N, C, H_in, W_in)
+    dx += dmu.reshape(bshape) / m                                                 # (N, C) | (N, C, H_in, W_in)
     return dx, dgamma, dbeta
 
 
@@ -173,16 +172,16 @@ def layernorm_forward(
 
     Source: Ba, Kiros & Hinton (2016), "Layer Normalization", eq. 4.
     """
-    x = np.asarray(x, dtype=np.float64)                              # (..., D)
+    x = np.asarray(x, dtype=np.float64)                                           # (..., D)
     _check_layernorm_args(x, gamma, beta, eps)
-    gamma = np.asarray(gamma, dtype=np.float64)                      # (D,)
-    beta = np.asarray(beta, dtype=np.float64)                        # (D,)
-    mean = x.mean(axis=-1, keepdims=True)                            # (..., 1)
-    xc = x - mean                                                    # (..., D)
-    var = (xc * xc).mean(axis=-1, keepdims=True)                     # (..., 1)  biased, two-pass
-    rstd = 1.0 / np.sqrt(var + eps)                                  # (..., 1)
-    xhat = xc * rstd                                                 # (..., D)
-    y = xhat * gamma + beta                                          # (..., D)
+    gamma = np.asarray(gamma, dtype=np.float64)                                   # (D,)
+    beta = np.asarray(beta, dtype=np.float64)                                     # (D,)
+    mean = x.mean(axis=-1, keepdims=True)                                         # (..., 1)
+    xc = x - mean                                                                 # (..., D)
+    var = (xc * xc).mean(axis=-1, keepdims=True)                                  # (..., 1)  biased, two-pass
+    rstd = 1.0 / np.sqrt(var + eps)                                               # (..., 1)
+    xhat = xc * rstd                                                              # (..., D)
+    y = xhat * gamma + beta                                                       # (..., D)
     return y, {"xhat": xhat, "rstd": rstd, "gamma": gamma}
 
 
@@ -202,15 +201,15 @@ def layernorm_backward(dy: np.ndarray, cache: dict) -> tuple[np.ndarray, np.ndar
 
     Source: Ba, Kiros & Hinton (2016); the same chain rule as BatchNorm with the axes swapped.
     """
-    dy = _check_upstream(dy, cache, ("xhat", "rstd"), "layernorm_forward")  # (..., D)
+    dy = _check_upstream(dy, cache, ("xhat", "rstd"), "layernorm_forward")        # (..., D)
     xhat, rstd, gamma = cache["xhat"], cache["rstd"], cache["gamma"]
     D = xhat.shape[-1]
-    dbeta = dy.reshape(-1, D).sum(axis=0)                            # (D,)
-    dgamma = (dy * xhat).reshape(-1, D).sum(axis=0)                  # (D,)
-    dxhat = dy * gamma                                               # (..., D)
-    dxhat_mean = dxhat.mean(axis=-1, keepdims=True)                  # (..., 1)  mean path
-    proj = (dxhat * xhat).mean(axis=-1, keepdims=True)               # (..., 1)  variance path
-    dx = rstd * (dxhat - dxhat_mean - xhat * proj)                   # (..., D)
+    dbeta = dy.reshape(-1, D).sum(axis=0)                                         # (D,)
+    dgamma = (dy * xhat).reshape(-1, D).sum(axis=0)                               # (D,)
+    dxhat = dy * gamma                                                            # (..., D)
+    dxhat_mean = dxhat.mean(axis=-1, keepdims=True)                               # (..., 1)  mean path
+    proj = (dxhat * xhat).mean(axis=-1, keepdims=True)                            # (..., 1)  variance path
+    dx = rstd * (dxhat - dxhat_mean - xhat * proj)                                # (..., D)
     return dx, dgamma, dbeta
 
 
@@ -273,7 +272,7 @@ def _check_upstream(dy: np.ndarray, cache: dict, keys: tuple[str, ...], forward:
     """``dy`` as float64 with the cached forward input's shape; ``cache`` a forward cache."""
     if not isinstance(cache, dict) or not all(key in cache for key in keys):
         raise ValueError(f"cache must be the dict returned by {forward}")
-    dy = np.asarray(dy, dtype=np.float64)   # (...,)  checked below
+    dy = np.asarray(dy, dtype=np.float64)                                         # (...,)  checked below
     if dy.shape != cache["xhat"].shape:
         raise ValueError(f"dy must have the forward input's shape {cache['xhat'].shape}, got {dy.shape}")
     return dy

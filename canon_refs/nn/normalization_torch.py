@@ -49,13 +49,13 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
     """
     _check_rms_args(x, weight, eps)
     compute_dtype = torch.float32 if x.dtype in _LOW_PRECISION else x.dtype
-    xc = x.to(compute_dtype)                                   # (..., d)
-    ms = xc.pow(2).mean(dim=-1, keepdim=True)                  # (..., 1)
-    rstd = torch.rsqrt(ms + eps)                               # (..., 1)
-    y = xc * rstd                                              # (..., d)
+    xc = x.to(compute_dtype)                          # (..., d)
+    ms = xc.pow(2).mean(dim=-1, keepdim=True)         # (..., 1)
+    rstd = torch.rsqrt(ms + eps)                      # (..., 1)
+    y = xc * rstd                                     # (..., d)
     if weight is not None:
-        y = y * weight.to(compute_dtype).reshape(-1)           # (..., d)
-    return y.to(x.dtype)                                       # (..., d)
+        y = y * weight.to(compute_dtype).reshape(-1)  # (..., d)
+    return y.to(x.dtype)                              # (..., d)
 
 
 class RMSNorm(nn.Module):
@@ -79,7 +79,7 @@ class RMSNorm(nn.Module):
         _check_eps(eps)
         self.d = d
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d))              # (d,)
+        self.weight = nn.Parameter(torch.ones(d))     # (d,)
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalise ``x`` ``(..., d)``; returns ``(..., d)`` in ``x.dtype``.
@@ -88,7 +88,7 @@ class RMSNorm(nn.Module):
             ValueError: ``x`` is 0-D or its last dim is not ``d``.
         """
         _check_input(x, self.d)
-        return rms_norm(x, self.weight, self.eps)              # (..., d)
+        return rms_norm(x, self.weight, self.eps)     # (..., d)
 
     def extra_repr(self) -> str:
         """Shown by ``print(module)``: the width and eps."""

@@ -59,12 +59,12 @@ def quantize_per_channel(weight: Tensor) -> tuple[Tensor, Tensor]:
     Source: Dettmers et al., "LLM.int8()", 2022, section 2 (absmax, vector-wise quantization).
     """
     _check_weight(weight)
-    w = weight.detach().to(torch.float32)                               # (d_out, d_in)
-    absmax = w.abs().amax(dim=1, keepdim=True)                          # (d_out, 1)
-    scale = absmax / _QMAX                                              # (d_out, 1)
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))       # (d_out, 1)
-    q = torch.round(w / scale).clamp(-_QMAX, _QMAX).to(torch.int8)      # (d_out, d_in)
-    return q, scale.squeeze(1)                                          # (d_out, d_in), (d_out,)
+    w = weight.detach().to(torch.float32)                                             # (d_out, d_in)
+    absmax = w.abs().amax(dim=1, keepdim=True)                                        # (d_out, 1)
+    scale = absmax / _QMAX                                                            # (d_out, 1)
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))                     # (d_out, 1)
+    q = torch.round(w / scale).clamp(-_QMAX, _QMAX).to(torch.int8)                    # (d_out, d_in)
+    return q, scale.squeeze(1)                                                        # (d_out, d_in), (d_out,)
 
 
 def dequantize(q: Tensor, scale: Tensor) -> Tensor:
@@ -81,7 +81,7 @@ def dequantize(q: Tensor, scale: Tensor) -> Tensor:
         ValueError: ``q`` not a 2-D int8 tensor; ``scale`` not of shape ``(out,)`` or not positive.
     """
     _check_quantized(q, scale)
-    return q.to(torch.float32) * scale.to(torch.float32)[:, None]      # (d_out, d_in)
+    return q.to(torch.float32) * scale.to(torch.float32)[:, None]                     # (d_out, d_in)
 
 
 def int8_weight_only_matmul(x: Tensor, q: Tensor, scale: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -105,11 +105,11 @@ def int8_weight_only_matmul(x: Tensor, q: Tensor, scale: Tensor, bias: Tensor | 
     """
     _check_quantized(q, scale)
     _check_activations(x, bias, *q.shape)
-    acc = x @ q.T.to(x.dtype)                                           # (..., d_out)
-    y = acc * scale.to(x.dtype)                                         # (..., d_out)
+    acc = x @ q.T.to(x.dtype)                                                         # (..., d_out)
+    y = acc * scale.to(x.dtype)                                                       # (..., d_out)
     if bias is not None:
-        y = y + bias.to(x.dtype)                                        # (..., d_out)
-    return y                                                            # (..., d_out)
+        y = y + bias.to(x.dtype)                                                      # (..., d_out)
+    return y                                                                          # (..., d_out)
 
 
 class QLinear(nn.Module):
@@ -131,12 +131,12 @@ class QLinear(nn.Module):
         _check_features(in_features=in_features, out_features=out_features)
         self.in_features = in_features
         self.out_features = out_features
-        qweight = torch.zeros(out_features, in_features, dtype=torch.int8)   # (d_out, d_in)
-        scale = torch.ones(out_features, dtype=torch.float32)                # (d_out,)
+        qweight = torch.zeros(out_features, in_features, dtype=torch.int8)            # (d_out, d_in)
+        scale = torch.ones(out_features, dtype=torch.float32)                         # (d_out,)
         self.register_buffer("qweight", qweight)
         self.register_buffer("scale", scale)
         if bias:
-            self.bias = nn.Parameter(torch.zeros(out_features, dtype=torch.float32))   # (d_out,)
+            self.bias = nn.Parameter(torch.zeros(out_features, dtype=torch.float32))  # (d_out,)
         else:
             self.register_parameter("bias", None)
 
@@ -155,7 +155,7 @@ class QLinear(nn.Module):
         """
         _check_linear(linear)
         layer = cls(linear.in_features, linear.out_features, bias=linear.bias is not None)
-        q, scale = quantize_per_channel(linear.weight)                  # (d_out, d_in), (d_out,)
+        q, scale = quantize_per_channel(linear.weight)                                # (d_out, d_in), (d_out,)
         with torch.no_grad():
             layer.qweight.copy_(q)
             layer.scale.copy_(scale)
@@ -165,7 +165,7 @@ class QLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., in)`` float -> ``(..., out)`` in ``x.dtype``, via :func:`int8_weight_only_matmul`."""
-        return int8_weight_only_matmul(x, self.qweight, self.scale, self.bias)   # (..., d_out)
+        return int8_weight_only_matmul(x, self.qweight, self.scale, self.bias)        # (..., d_out)
 
     def extra_repr(self) -> str:
         """The sizes shown by ``repr(layer)``."""

@@ -77,12 +77,12 @@ def im2col(x: np.ndarray, kh: int, kw: int, stride: int = 1, padding: int = 0) -
     H_out = conv_output_size(H_in, kh, stride, padding)
     W_out = conv_output_size(W_in, kw, stride, padding)
     pads = ((0, 0), (0, 0), (padding, padding), (padding, padding))
-    xp = np.pad(x, pads)                                             # (N, C, H_p, W_p)
-    cols = np.empty((N, C, kh, kw, H_out, W_out))                    # (N, C, kh, kw, H_out, W_out)
+    xp = np.pad(x, pads)                                                 # (N, C, H_p, W_p)
+    cols = np.empty((N, C, kh, kw, H_out, W_out))                        # (N, C, kh, kw, H_out, W_out)
     for offset in range(kh * kw):  # kernel offsets only; each slice covers the whole batch
         i, j = divmod(offset, kw)
         cols[:, :, i, j] = xp[:, :, i : i + stride * H_out : stride, j : j + stride * W_out : stride]
-    return cols.reshape(N, C * kh * kw, H_out * W_out)               # (N, C*kh*kw, H_out*W_out)
+    return cols.reshape(N, C * kh * kw, H_out * W_out)                   # (N, C*kh*kw, H_out*W_out)
 
 
 def col2im(
@@ -104,13 +104,13 @@ def col2im(
 
     Source: the transpose of the unfolding in Chellapilla et al. (2006); ``dx`` of a convolution.
     """
-    cols = _check_cols(cols, x_shape, kh, kw, stride, padding)      # (N, C*kh*kw, H_out*W_out)
+    cols = _check_cols(cols, x_shape, kh, kw, stride, padding)           # (N, C*kh*kw, H_out*W_out)
     N, C, H_in, W_in = (int(s) for s in x_shape)
     H_out = conv_output_size(H_in, kh, stride, padding)
     W_out = conv_output_size(W_in, kw, stride, padding)
-    cols6 = cols.reshape(N, C, kh, kw, H_out, W_out)                 # (N, C, kh, kw, H_out, W_out)
+    cols6 = cols.reshape(N, C, kh, kw, H_out, W_out)                     # (N, C, kh, kw, H_out, W_out)
     H_p, W_p = H_in + 2 * padding, W_in + 2 * padding
-    xp = np.zeros((N, C, H_p, W_p))                                  # (N, C, H_p, W_p)
+    xp = np.zeros((N, C, H_p, W_p))                                      # (N, C, H_p, W_p)
     for offset in range(kh * kw):
         i, j = divmod(offset, kw)
         xp[:, :, i : i + stride * H_out : stride, j : j + stride * W_out : stride] += cols6[:, :, i, j]
@@ -138,18 +138,18 @@ def conv2d_forward(
 
     Source: torch.nn.functional.conv2d semantics, computed by im2col + one matmul.
     """
-    x, w, b = _check_conv_args(x, w, b, stride, padding)            # (N, C, H_in, W_in), (C_out, C, kh, kw)
+    x, w, b = _check_conv_args(x, w, b, stride, padding)                 # (N, C, H_in, W_in), (C_out, C, kh, kw)
     N, C, H_in, W_in = x.shape
     C_out, _, kh, kw = w.shape
     H_out = conv_output_size(H_in, kh, stride, padding)
     W_out = conv_output_size(W_in, kw, stride, padding)
 
-    cols = im2col(x, kh, kw, stride, padding)                        # (N, C*kh*kw, H_out*W_out)
-    w_mat = w.reshape(C_out, C * kh * kw)                            # (C_out, C*kh*kw)
-    y = w_mat @ cols                                                 # (N, C_out, H_out*W_out)
+    cols = im2col(x, kh, kw, stride, padding)                            # (N, C*kh*kw, H_out*W_out)
+    w_mat = w.reshape(C_out, C * kh * kw)                                # (C_out, C*kh*kw)
+    y = w_mat @ cols                                                     # (N, C_out, H_out*W_out)
     if b is not None:
-        y += b[None, :, None]                                        # (N, C_out, H_out*W_out)
-    y = y.reshape(N, C_out, H_out, W_out)                            # (N, C_out, H_out, W_out)
+        y += b[None, :, None]                                            # (N, C_out, H_out*W_out)
+    y = y.reshape(N, C_out, H_out, W_out)                                # (N, C_out, H_out, W_out)
     cache = {"cols": cols, "w": w, "x_shape": x.shape, "stride": stride, "padding": padding, "has_bias": b is not None}
     return y, cache
 
@@ -177,15 +177,15 @@ def conv2d_backward(dy: np.ndarray, cache: dict) -> tuple[np.ndarray, np.ndarray
     C_out, _, kh, kw = w.shape
     H_out = conv_output_size(H_in, kh, stride, padding)
     W_out = conv_output_size(W_in, kw, stride, padding)
-    dy = _check_dy(dy, (N, C_out, H_out, W_out))                     # (N, C_out, H_out, W_out)
+    dy = _check_dy(dy, (N, C_out, H_out, W_out))                         # (N, C_out, H_out, W_out)
 
-    dy_mat = dy.reshape(N, C_out, H_out * W_out)                     # (N, C_out, H_out*W_out)
-    db = dy.sum(axis=(0, 2, 3)) if cache["has_bias"] else None       # (C_out,)
-    dw_mat = np.tensordot(dy_mat, cols, axes=([0, 2], [0, 2]))       # (C_out, C*kh*kw)
-    dw = dw_mat.reshape(C_out, C, kh, kw)                            # (C_out, C, kh, kw)
-    w_mat = w.reshape(C_out, C * kh * kw)                            # (C_out, C*kh*kw)
-    dcols = w_mat.transpose(1, 0) @ dy_mat                           # (N, C*kh*kw, H_out*W_out)
-    dx = col2im(dcols, (N, C, H_in, W_in), kh, kw, stride, padding)  # (N, C, H_in, W_in)
+    dy_mat = dy.reshape(N, C_out, H_out * W_out)                         # (N, C_out, H_out*W_out)
+    db = dy.sum(axis=(0, 2, 3)) if cache["has_bias"] else None           # (C_out,)
+    dw_mat = np.tensordot(dy_mat, cols, axes=([0, 2], [0, 2]))           # (C_out, C*kh*kw)
+    dw = dw_mat.reshape(C_out, C, kh, kw)                                # (C_out, C, kh, kw)
+    w_mat = w.reshape(C_out, C * kh * kw)                                # (C_out, C*kh*kw)
+    dcols = w_mat.transpose(1, 0) @ dy_mat                               # (N, C*kh*kw, H_out*W_out)
+    dx = col2im(dcols, (N, C, H_in, W_in), kh, kw, stride, padding)      # (N, C, H_in, W_in)
     return dx, dw, db
 
 
@@ -247,7 +247,7 @@ def _check_geometry(size: int, kernel: int, stride: int, padding: int) -> None:
 
 
 def _check_x(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)                              # (N, C, H_in, W_in)
+    x = np.asarray(x, dtype=np.float64)                                  # (N, C, H_in, W_in)
     if x.ndim != 4:
         raise ValueError(f"x must be 4-D (N, C, H_in, W_in), got shape {x.shape}")
     return x
@@ -262,7 +262,7 @@ def _check_cols(
     _check_int("kw", kw, 1)
     N, C, H_in, W_in = (int(s) for s in x_shape)
     L = conv_output_size(H_in, kh, stride, padding) * conv_output_size(W_in, kw, stride, padding)
-    cols = np.asarray(cols, dtype=np.float64)                        # (N, C*kh*kw, H_out*W_out)
+    cols = np.asarray(cols, dtype=np.float64)                            # (N, C*kh*kw, H_out*W_out)
     if cols.shape != (N, C * kh * kw, L):
         raise ValueError(f"cols must have shape {(N, C * kh * kw, L)}, got {cols.shape}")
     return cols
@@ -272,14 +272,14 @@ def _check_conv_args(
     x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: int, padding: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``x``, ``w`` (and ``b``) as float64 with consistent shapes; ``stride >= 1``, ``padding >= 0``."""
-    x = _check_x(x)                                                  # (N, C, H_in, W_in)
-    w = np.asarray(w, dtype=np.float64)                              # (C_out, C, kh, kw)
+    x = _check_x(x)                                                      # (N, C, H_in, W_in)
+    w = np.asarray(w, dtype=np.float64)                                  # (C_out, C, kh, kw)
     if w.ndim != 4:
         raise ValueError(f"w must be 4-D (C_out, C, kh, kw), got shape {w.shape}")
     if w.shape[1] != x.shape[1]:
         raise ValueError(f"w has {w.shape[1]} input channels but x has C = {x.shape[1]}")
     if b is not None:
-        b = np.asarray(b, dtype=np.float64)                          # (C_out,)
+        b = np.asarray(b, dtype=np.float64)                              # (C_out,)
         if b.shape != (w.shape[0],):
             raise ValueError(f"b must have shape (C_out,) = ({w.shape[0]},), got {b.shape}")
     _check_int("stride", stride, 1)
@@ -293,7 +293,7 @@ def _check_cache(cache: dict) -> None:
 
 
 def _check_dy(dy: np.ndarray, shape: tuple[int, int, int, int]) -> np.ndarray:
-    dy = np.asarray(dy, dtype=np.float64)                            # (N, C_out, H_out, W_out)
+    dy = np.asarray(dy, dtype=np.float64)                                # (N, C_out, H_out, W_out)
     if dy.shape != shape:
         raise ValueError(f"dy must have the forward output's shape {shape}, got {dy.shape}")
     return dy

@@ -67,11 +67,11 @@ class TinyCNN(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """``(B, C, H_in, W_in) -> (B, K)`` logits."""
         _check_images(x, self.in_channels)
-        h = F.relu(self.conv1(x))                                # (B, w, H_in, W_in)
-        h = self.pool(h)                                         # (B, w, H_in // 2, W_in // 2)
-        h = F.relu(self.conv2(h))                                # (B, 2*w, H_in // 2, W_in // 2)
-        h = h.mean(dim=(2, 3))                                   # (B, 2*w)
-        return self.head(h)                                      # (B, n_classes)
+        h = F.relu(self.conv1(x))                          # (B, w, H_in, W_in)
+        h = self.pool(h)                                   # (B, w, H_in // 2, W_in // 2)
+        h = F.relu(self.conv2(h))                          # (B, 2*w, H_in // 2, W_in // 2)
+        h = h.mean(dim=(2, 3))                             # (B, 2*w)
+        return self.head(h)                                # (B, n_classes)
 
 
 def train_cnn(
@@ -115,16 +115,16 @@ def train_cnn(
     was_training = model.training
     model.train()
     losses: list[float] = []
-    perm = torch.randperm(n, generator=gen)                      # (N,)
+    perm = torch.randperm(n, generator=gen)                # (N,)
     cursor = 0
     for _ in range(steps):
         if cursor + batch_size > n:
-            perm = torch.randperm(n, generator=gen)              # (N,)
+            perm = torch.randperm(n, generator=gen)        # (N,)
             cursor = 0
-        idx = perm[cursor : cursor + batch_size]                 # (B,)
+        idx = perm[cursor : cursor + batch_size]           # (B,)
         cursor += batch_size
-        logits = model(X[idx])                                   # (B, n_classes)
-        loss = F.cross_entropy(logits, y[idx])                   # ()
+        logits = model(X[idx])                             # (B, n_classes)
+        loss = F.cross_entropy(logits, y[idx])             # ()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -156,8 +156,8 @@ def evaluate(model: nn.Module, X: Tensor, y: Tensor, batch_size: int = 256) -> f
     try:
         correct = 0
         for start in range(0, len(X), batch_size):
-            logits = model(X[start : start + batch_size])        # (B, n_classes)
-            pred = logits.argmax(dim=-1)                         # (B,)
+            logits = model(X[start : start + batch_size])  # (B, n_classes)
+            pred = logits.argmax(dim=-1)                   # (B,)
             correct += int((pred == y[start : start + batch_size]).sum())
     finally:
         model.train(was_training)
