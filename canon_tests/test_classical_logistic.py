@@ -7,7 +7,13 @@ import pytest
 
 from canon_refs.classical import logistic_regression as logreg
 from canon_refs.classical import softmax_regression as softreg
-from pytest_mlcanon.testing import assert_close, assert_grad_matches, call_leaves_inputs_unchanged, rng, strict_numpy
+from pytest_mlcanon.testing import (
+    assert_close,
+    assert_grad_matches,
+    call_leaves_inputs_unchanged,
+    rng,
+    strict_numpy,
+)
 
 
 def _separable_2d(n_per_class: int = 50, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

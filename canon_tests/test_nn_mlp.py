@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from canon_refs.nn import mlp
-from pytest_mlcanon.testing import assert_close, assert_grad_matches, call_leaves_inputs_unchanged, strict_numpy
+from pytest_mlcanon.testing import (
+    assert_close,
+    assert_grad_matches,
+    call_leaves_inputs_unchanged,
+    strict_numpy,
+)
 from pytest_mlcanon.testing import rng as make_rng
 
 pytestmark = pytest.mark.canon("nn/mlp")
