@@ -172,7 +172,7 @@ class TestKNN:
         y[:] = 0
         np.testing.assert_array_equal(clf.predict(np.array([[0.2], [4.0]])), [0, 1])
 
-    def test_2000_by_2000_without_a_loop_over_pairs(self) -> None:
+    def test_2000_by_2000_vectorised_without_a_loop_over_pairs(self) -> None:
         # Best of 3, on the smaller of wall time and this process's CPU time: CPU time ignores other
         # processes competing for the cores, wall time ignores BLAS threads adding up CPU time.
         # The reference takes about 0.25 s (CPU) on one core and broadcasting A[:, None] - B[None]
