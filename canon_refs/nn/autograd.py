@@ -58,8 +58,6 @@ class Value:
     Source: the micrograd design (Karpathy, 2020), with iterative ordering and torch's accumulation.
     """
 
-    __slots__ = ("data", "grad", "_prev", "_local_grads", "_op")
-
     def __init__(self, data: float, _children: tuple[Value, ...] = (), _op: str = "") -> None:
         _check_real(data)
         self.data = float(data)

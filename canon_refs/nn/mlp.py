@@ -148,7 +148,7 @@ class MLP:
         if self._cache is None:
             raise RuntimeError("backward called before forward: run forward(X) first")
         inputs, pre = self._cache
-        dh = _check_dout(dout, pre[-1].shape)                                     # (n, d_out)
+        dh = _check_dout(dout, pre[-1].shape)                                     # (n, d_L)
         grads: dict[str, np.ndarray] = {}
         for l in reversed(range(self.n_layers)):
             a_in = inputs[l]

@@ -138,7 +138,7 @@ def conv2d_forward(
 
     Source: torch.nn.functional.conv2d semantics, computed by im2col + one matmul.
     """
-    x, w, b = _check_conv_args(x, w, b, stride, padding)                 # (N, C, H_in, W_in), (C_out, C, kh, kw)
+    x, w, b = _check_conv_args(x, w, b, stride, padding)                 # (N, C, H_in, W_in), (C_out, C, kh, kw), (C_out,) or None
     N, C, H_in, W_in = x.shape
     C_out, _, kh, kw = w.shape
     H_out = conv_output_size(H_in, kh, stride, padding)
