@@ -217,8 +217,10 @@ def test_zero_variance_axis_is_regularised():
     model = gmm.GaussianMixture(2, reg_covar=1e-6).fit(X)
     assert np.all(np.isfinite(model.means_)) and np.all(np.isfinite(model.covariances_))
     assert np.all(np.isfinite(model.log_likelihood_history_))
-    # the constant axis's ML variance is exactly 0 up to ~eps^2 * 4 (mean of 2.0 off by an ulp)
-    assert_close(model.covariances_[:, 1, 1], np.full(2, 1e-6), what="covariances_[:, 1, 1] (reg_covar only)")
+    # the constant axis's ML variance is 0 up to the rounding of its squares (size 2.0^2 = 4: a one-pass
+    # E[x^2] - mean^2 is off by an ulp of 4, the two-pass form by ~eps^2), far below reg_covar
+    assert_close(model.covariances_[:, 1, 1], np.full(2, 1e-6), magnitude=4.0,
+                 what="covariances_[:, 1, 1] (reg_covar only)")
     np.testing.assert_allclose(np.sort(model.means_[:, 0]), [-3.0, 3.0], atol=0.2)
 
 
