@@ -57,6 +57,9 @@ class SGD:
         nesterov: use ``g + momentum*v`` as the update (requires momentum > 0).
         weight_decay: >= 0, added to the gradient as ``wd * p``.
 
+    The velocity accumulates gradients and the current ``lr`` scales it, as in torch:
+    ``v <- momentum*v + g``, ``p <- p - lr*v``; so a changed ``lr`` rescales the whole next step.
+
     Raises:
         ValueError: empty or non-float ``params``, ``lr <= 0``, ``momentum`` outside [0, 1),
             ``nesterov`` with zero momentum, ``weight_decay < 0``.
