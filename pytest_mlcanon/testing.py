@@ -152,8 +152,10 @@ def call_leaves_inputs_unchanged(fn: Callable[..., Any], *args: Any, **kwargs: A
 
 
 def _leaves(now: Any, then: Any) -> Iterator[tuple[Any, Any]]:
-    if isinstance(now, dict):
-        for key in now:
+    if isinstance(now, dict) and isinstance(then, dict):
+        # only the arrays the caller passed count: a key the function added to (or dropped from) its
+        # own cache dict modifies no tensor
+        for key in then.keys() & now.keys():
             yield from _leaves(now[key], then[key])
     elif isinstance(now, (list, tuple)):
         for a, b in zip(now, then):

@@ -61,6 +61,23 @@ def test_an_in_place_change_of_an_input_is_caught() -> None:
         call_leaves_inputs_unchanged(normalise_in_place, x, rows=[np.arange(3.0)])
 
 
+def test_a_key_added_to_a_cache_dict_is_no_modification() -> None:
+    from pytest_mlcanon.testing import call_leaves_inputs_unchanged
+
+    def backward(dy: np.ndarray, cache: dict) -> np.ndarray:
+        cache["seen"] = True  # its own bookkeeping: no array of the caller changes
+        return dy * cache["x"]
+
+    def backward_in_place(dy: np.ndarray, cache: dict) -> np.ndarray:
+        cache["x"] *= dy
+        return cache["x"]
+
+    cache = {"x": np.arange(3.0)}
+    np.testing.assert_array_equal(call_leaves_inputs_unchanged(backward, np.ones(3), cache), np.arange(3.0))
+    with pytest.raises(AssertionError, match="modified its argument 1"):
+        call_leaves_inputs_unchanged(backward_in_place, np.full(3, 2.0), {"x": np.arange(3.0)})
+
+
 def test_a_scalar_tensor_argument_is_compared_too() -> None:
     from pytest_mlcanon.testing import bitwise_equal, call_leaves_inputs_unchanged
 

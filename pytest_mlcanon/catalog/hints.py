@@ -51,6 +51,9 @@ HINTS: dict[int, ItemHints] = {
         "Minimise L = (1/2n)||Xw + b - y||^2 + (l2/2)||w||^2 (intercept not penalised).\n"
         "Closed form on centred data: (Xc^T Xc + n*l2*I) w = Xc^T yc, then b = mean(y) - mean(X) @ w.\n"
         "Gradient: dL/dw = X^T r / n + l2*w, dL/db = mean(r) with r = Xw + b - y.\n"
+        "Conventions: loss_history_ holds one objective value per GD iteration, taken before its update "
+        "(empty for method='normal'); fit_intercept=False keeps intercept_ == 0.0; a singular system "
+        "(duplicated column) raises nothing and any least-squares w is accepted.\n"
         "Shapes: X (n, d), y (n,), Xc (n, d), Gram (d, d), rhs (d,), residual r (n,), grad (d,).",
         "Never form inv(X^T X): solve the system with np.linalg.solve and fall back to lstsq when it is "
         "singular (a duplicated column). Centre X and y first so the intercept drops out and is not "
@@ -60,6 +63,8 @@ HINTS: dict[int, ItemHints] = {
     2: ItemHints(
         "p = sigmoid(Xw + b); L = mean(logaddexp(0, z) - y*z) + (l2/2)||w||^2 with z = Xw + b.\n"
         "Gradient: dL/dw = X^T (p - y) / n + l2*w, dL/db = mean(p - y).\n"
+        "Conventions: GD starts from w = 0, b = 0; loss_history_ is the objective before each update; "
+        "predict = 1[p >= threshold] as int64; sigmoid saturates to 0.0 and 1.0 with no overflow warning.\n"
         "Shapes: X (n, d), z (n,), p (n,), residual p - y (n,), grad_w (d,).",
         "Write sigmoid as exp(-logaddexp(0, -z)) and the loss with logaddexp, never log(sigmoid(z)): "
         "sigmoid(1000) must be exactly 1.0 and sigmoid(-1000) exactly 0.0 with no overflow warning, and a "
@@ -68,6 +73,8 @@ HINTS: dict[int, ItemHints] = {
     3: ItemHints(
         "P = softmax(XW + b) row-wise; L = -mean(log P[i, y_i]) + (l2/2)||W||^2.\n"
         "Gradient: dW = X^T (P - Y) / n + l2*W, db = mean(P - Y, axis=0), Y the one-hot labels.\n"
+        "Conventions: inputs converted to float64; GD starts from W = 0, b = 0; K = n_classes, else "
+        "max(y) + 1; predict ties go to the lower class index; softmax finite with no warning at +-1e4.\n"
         "Shapes: logits (n, K), P (n, K), Y (n, K), dW (d, K), db (K,).",
         "Subtract the row max before exp (keepdims=True so it broadcasts back) and compute log_softmax as "
         "z - logsumexp(z); log(softmax(z)) is -inf at logits of +-1e4. Build the one-hot with "
@@ -78,6 +85,8 @@ HINTS: dict[int, ItemHints] = {
         "||a - b||^2 = ||a||^2 - 2 a.b + ||b||^2 for all pairs at once: "
         "(A**2).sum(1)[:, None] - 2 A @ B.T + (B**2).sum(1)[None, :].\n"
         "Then the k smallest per query row, and a vote over the neighbours' labels.\n"
+        "Conventions: squared distances clipped at 0; equal distances keep the lower training index; a vote "
+        "tie goes to the smallest label; distance weights are 1/max(dist, 1e-12); C = max(y) + 1.\n"
         "Shapes: norms (n, 1) and (1, m), cross term (n, m), neighbour indices (m, k), vote counts (m, C).",
         "The expansion can dip slightly below 0 by cancellation: clip at 0 before sqrt. Ties: use a stable "
         "argsort (kind='stable') so equal distances keep the lower index, and break vote ties towards the "
@@ -87,10 +96,14 @@ HINTS: dict[int, ItemHints] = {
     5: ItemHints(
         "Lloyd: assign each point to its nearest centroid (argmin over the (n, K) squared distances), then "
         "move each centroid to the mean of its points; stop when the largest move <= tol.\n"
-        "inertia = sum of squared distances to the assigned centroid.\n"
+        "inertia = sum of squared distances to the assigned centroid; the returned labels and inertia belong "
+        "to the returned centroids. Distance ties go to the lower centroid index.\n"
+        "Convention: an empty cluster keeps its previous centroid or is re-seeded at a data point (either is "
+        "accepted), never NaN.\n"
         "Shapes: X (n, d), distances (n, K), labels (n,), centroids (K, d).",
-        "An empty cluster makes its mean 0/0 = NaN: re-seed it with the point farthest from its current "
-        "centroid. k-means++ samples each next centre with probability proportional to D(x)^2 from the "
+        "An empty cluster makes its mean 0/0 = NaN: keep its old centroid, or re-seed it with the point "
+        "farthest from its current centroid. Assign once more after the last update, or the labels are "
+        "stale. k-means++ samples each next centre with probability proportional to D(x)^2 from the "
         "generator you were given (never the global RNG), so the same seed gives the same result. Reuse "
         "#4's pairwise distances instead of a loop.",
     ),
@@ -98,6 +111,9 @@ HINTS: dict[int, ItemHints] = {
         "gini(y) = 1 - sum_c p_c^2. Split decrease = gini(parent) - (n_L/n) gini(L) - (n_R/n) gini(R), "
         "left branch x[f] <= threshold, thresholds at midpoints of consecutive distinct sorted values.\n"
         "Per feature: sort once, cumulative class counts give every split's left/right counts.\n"
+        "Conventions: a split needs a decrease > 1e-12; ties (within 1e-12) go to the lowest feature, then "
+        "the lowest threshold; the midpoint satisfies lo <= t < hi; Node.value holds class counts (C,), "
+        "C = max(y) + 1; predict ties go to the lower class.\n"
         "Shapes: order (n,), cumulative counts (n-1, C), left/right gini (n-1,).",
         "Only cut between distinct values (equal neighbours give no threshold), respect min_samples_leaf on "
         "both sides, and split only when the decrease is > 1e-12. Ties go to the lowest feature, then the "
@@ -107,6 +123,8 @@ HINTS: dict[int, ItemHints] = {
     7: ItemHints(
         "Centre X, take the SVD Xc = U S Vt; components = the first k rows of Vt, "
         "explained_variance = S^2 / (n - 1), Z = Xc @ components.T, X_hat = Z @ components + mean.\n"
+        "Conventions: ddof = 1; each component's largest-|.| entry is positive; explained_variance_ratio_ is "
+        "zeros for constant data; components_ are orthonormal rows in descending variance.\n"
         "Shapes: Xc (n, d), U (n, r), S (r,), Vt (r, d), components (k, d), Z (n, k).",
         "Use full_matrices=False. Variance uses ddof=1 (n - 1). Fix the sign of each component so its "
         "largest-|.| entry is positive, or comparisons flip at random; transform new data with the "
@@ -116,6 +134,9 @@ HINTS: dict[int, ItemHints] = {
         "E-step: log r_nk = log w_k + log N(x_n | mu_k, S_k) - logsumexp_k(...); "
         "M-step: N_k = sum_n r_nk, w = N_k/n, mu_k = r_k^T X / N_k, S_k = sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N_k + reg*I.\n"
         "log N via Cholesky L: -0.5 ||L^-1 (x - mu)||^2 - sum log diag(L) - (d/2) log 2pi.\n"
+        "Conventions: covariances are ML (divide by N_k) plus reg_covar*I; an empty component stays finite "
+        "(covariance reg_covar*I); log_likelihood_history_ has one mean log-likelihood per E-step and fit "
+        "stops (converged_) when two successive entries differ by less than tol.\n"
         "Shapes: log-probs (n, K), logsumexp (n, 1), resp (n, K), N_k (K,), means (K, d), covs (K, d, d).",
         "Normalise responsibilities with logsumexp (keepdims) or a point 1e4 away underflows every "
         "component to 0 and divides 0/0. Never inv or det: solve_triangular with the Cholesky factor. Add "
@@ -126,7 +147,10 @@ HINTS: dict[int, ItemHints] = {
         "torch semantics: g <- g + wd*p; v <- mu*v + g (v starts at 0, so the first step uses v = g); "
         "nesterov update = g + mu*v; p <- p - lr*update.\n"
         "clip_grad_norm: total = sqrt(sum of every grad's squared norm); if total > max_norm scale every "
-        "grad by max_norm/total; return total measured before clipping.\n"
+        "grad by max_norm/total (torch's max_norm/(total + 1e-6) is accepted too); return total measured "
+        "before clipping.\n"
+        "Conventions: dampening 0; lr is a public attribute read at every step; params are updated in place "
+        "and grads are never modified by step.\n"
         "Shapes: one velocity buffer per parameter, same shape as it.",
         "Update the arrays in place (p -= ..., not p = p - ...), or the caller's parameters never move. The "
         "clip is one global norm across all arrays, not per array, and a cap, not a normalisation: "
@@ -136,6 +160,8 @@ HINTS: dict[int, ItemHints] = {
         "m <- b1*m + (1-b1)*g; v <- b2*v + (1-b2)*g^2; m_hat = m/(1 - b1^t); v_hat = v/(1 - b2^t); "
         "p <- p - lr*m_hat/(sqrt(v_hat) + eps).\n"
         "Adam: coupled decay g <- g + wd*p. AdamW: decoupled, p <- p*(1 - lr*wd) before the Adam update.\n"
+        "Conventions: eps outside the sqrt (torch); t counts steps taken (1 after the first); lr is read at "
+        "every step; grads are never modified.\n"
         "Shapes: m and v like each parameter; t is the shared step count.",
         "Increment t before the bias correction (the first step uses t = 1, so m_hat = g and the first "
         "move is lr*g/(|g| + eps)). eps sits outside the sqrt here, as in torch. AdamW's decay multiplies "
@@ -146,6 +172,9 @@ HINTS: dict[int, ItemHints] = {
         "Forward: h_l = a_l @ W_l + b_l, a_{l+1} = act(h_l), no activation after the last layer.\n"
         "Loss: softmax cross-entropy, dlogits = (softmax - onehot)/n.\n"
         "Backward: dW_l = a_l^T dh_l, db_l = dh_l.sum(0), da_l = dh_l @ W_l^T, dh_{l-1} = da_l * act'(h_{l-1}).\n"
+        "Conventions: relu'(0) = 0 (inside backward too); He normal init N(0, 2/fan_in) for relu, Xavier "
+        "normal N(0, 2/(fan_in + fan_out)) for tanh, zero biases; float32 logits are upcast; train_mlp "
+        "returns the loss before each update, minibatches drawn without replacement by default_rng(seed).\n"
         "Shapes: a_l (n, d_l), W_l (d_l, d_{l+1}), h_l (n, d_{l+1}), dW_l (d_l, d_{l+1}), db_l (d_{l+1},).",
         "The 1/n lives in dlogits once; do not divide again in dW. relu'(0) = 0. Cache the "
         "pre-activations in forward, and raise RuntimeError when backward runs before forward. Subtract "
@@ -157,6 +186,9 @@ HINTS: dict[int, ItemHints] = {
         "for c = a*b, a.grad += b.data*c.grad and b.grad += a.data*c.grad.\n"
         "backward(): topological order (inputs before outputs), self.grad = 1, then run _backward in "
         "reverse order.\n"
+        "Conventions (torch's): backward resets interior grads, lets leaf grads accumulate across calls, "
+        "and seeds the root with += 1; relu'(0) = 0; works for graphs deeper than the recursion limit; "
+        "sigmoid(+-1000) is 1.0 / 0.0 with no OverflowError.\n"
         "No tensors: scalars only.",
         "Accumulate with +=, never =: a node used twice (a*a, a diamond) sums its contributions. Build the "
         "topological order iteratively (an explicit stack), or a chain of 10 000 additions hits "
@@ -168,6 +200,8 @@ HINTS: dict[int, ItemHints] = {
         "Train: mu, var over every axis but 1 (var biased); xhat = (x - mu)/sqrt(var + eps); "
         "y = gamma*xhat + beta; running stats rm <- (1-m) rm + m mu, rv <- (1-m) rv + m var_unbiased.\n"
         "Backward: dxhat = dy*gamma; dx = (1/N) rstd (N dxhat - sum dxhat - xhat sum(dxhat*xhat)) per channel.\n"
+        "Conventions (torch's): normalise with the biased variance, update running_var with the unbiased one; "
+        "momentum weights the new statistic; eps inside the sqrt; in eval the running stats are constants.\n"
         "Shapes: x (N, C) or (N, C, H, W); mu, var (C,) viewed as (1, C, 1, 1); xhat like x.",
         "eps goes inside the sqrt. Normalise with the biased variance but update the running variance "
         "with the unbiased one (N/(N-1)). Eval mode uses the running stats and its backward is just "
@@ -178,6 +212,7 @@ HINTS: dict[int, ItemHints] = {
         "xhat = (x - mu)*rstd, y = gamma*xhat + beta.\n"
         "Backward: dxhat = dy*gamma; dx = rstd*(dxhat - mean(dxhat) - xhat*mean(dxhat*xhat)); "
         "dgamma = sum(dy*xhat), dbeta = sum(dy) over every leading axis.\n"
+        "Conventions: biased variance, eps inside the sqrt; inputs converted to float64.\n"
         "Shapes: x (..., D), mu/var/rstd (..., 1), gamma/beta (D,).",
         "keepdims=True on every reduction, or (..., ) will not broadcast back against (..., D). eps inside "
         "the sqrt. dgamma and dbeta sum over all leading axes (reshape to (-1, D)), not only axis 0. A "
@@ -185,6 +220,8 @@ HINTS: dict[int, ItemHints] = {
     ),
     15: ItemHints(
         "y = x / sqrt(mean(x^2, dim=-1, keepdim=True) + eps) * weight; no mean subtraction, no bias.\n"
+        "Conventions: float16/bfloat16 computed in float32 and cast back, float32/float64 in their own dtype; "
+        "the module's only parameter is `weight` (d,), float32, initialised to ones; eps default 1e-6.\n"
         "Shapes: x (..., d), mean square and rstd (..., 1), weight (d,), y (..., d).",
         "Upcast float16/bfloat16 to float32 before squaring (1000^2 overflows fp16's 65504) and cast the "
         "result back to x.dtype; float64 stays float64. Use torch.rsqrt(ms + eps): eps inside the root.",
@@ -193,7 +230,10 @@ HINTS: dict[int, ItemHints] = {
         "im2col unrolls every receptive field into a column: cols (N, C*kh*kw, L) with L = H_out*W_out; "
         "the convolution is one matmul w.reshape(C_out, -1) @ cols -> (N, C_out, L) -> (N, C_out, H_out, W_out).\n"
         "H_out = (H + 2p - kh)//s + 1. Backward: dcols = W^T @ dy, dx = col2im(dcols) (overlaps summed), "
-        "dW = sum_n dy_n @ cols_n^T.",
+        "dW = sum_n dy_n @ cols_n^T.\n"
+        "Conventions: cross-correlation as torch (no kernel flip); im2col rows in (c, i, j) order, columns "
+        "oh*W_out + ow; inputs (integer images too) converted to float64; db is None without a bias; FLOPs "
+        "count 2 per multiply-add; receptive_field = 1 + sum_l (k_l - 1) * prod_{j<l} s_j.",
         "Row order inside a column must be (c, i, j), the order of w.reshape(C_out, -1). Loop over the "
         "kh*kw kernel offsets with strided slices, never over N or output positions. col2im must ADD "
         "overlapping contributions (np.add.at or +=), not assign. Cross-correlation, as torch: no kernel flip.",
@@ -201,6 +241,9 @@ HINTS: dict[int, ItemHints] = {
     17: ItemHints(
         "conv3x3(C->w, pad 1) - ReLU - maxpool2 - conv3x3(w->2w, pad 1) - ReLU - global average pool - "
         "Linear(2w, n_classes); train with AdamW on F.cross_entropy(logits, y).\n"
+        "Conventions: both convs 3x3 with padding 1, one nn.Linear head, logits out; train_cnn returns a dict "
+        "with 'losses' (one float per step, extra keys allowed), draws batches from a private generator "
+        "seeded with seed, and restores the model's train/eval mode, as evaluate does.\n"
         "Shapes: (B, C, H, W) -> (B, w, H, W) -> (B, w, H/2, W/2) -> (B, 2w, H/2, W/2) -> (B, 2w) -> (B, n_classes).",
         "Return logits: no softmax before cross_entropy. Pool globally (mean over dims (2, 3)) so any input "
         "size works. Draw the batch order from a torch.Generator seeded from seed, never the global RNG, "
@@ -260,6 +303,8 @@ HINTS: dict[int, ItemHints] = {
         "h_t = tanh(x_t Wxh + h_{t-1} Whh + bh).\n"
         "BPTT, from t = T-1 down to 0: dh = dhs[:, t] + dh_next; dpre = dh * (1 - h_t^2); "
         "dWxh += x_t^T dpre; dWhh += h_{t-1}^T dpre; dbh += dpre.sum(0); dx_t = dpre Wxh^T; dh_next = dpre Whh^T.\n"
+        "Conventions: hs[:, t] is the state after reading x[:, t]; init U(-1/sqrt(H), 1/sqrt(H)) for every "
+        "entry, bh standing for torch's bias_ih + bias_hh; inputs converted to float64.\n"
         "Shapes: x (B, T, D), h (B, H), hs (B, T, H), Wxh (D, H), Whh (H, H), dpre (B, H).",
         "The gradient into h_t has two parts: the loss at step t and the future (dh_next); forgetting "
         "dh_next is the classic bug. h_{-1} is h0, so dWhh at t = 0 uses h0 and dh_next after the loop is "
@@ -270,6 +315,8 @@ HINTS: dict[int, ItemHints] = {
         "c_t = f*c_{t-1} + i*g; h_t = o*tanh(c_t).\n"
         "Backward: dc = dc_next + dh*o*(1 - tanh(c)^2); di = dc*g, df = dc*c_prev, dg = dc*i, do = dh*tanh(c); "
         "dc_next = dc*f.\n"
+        "Conventions: torch's gate order [i, f, g, o]; weights U(-1/sqrt(H), 1/sqrt(H)), b zeros except "
+        "b[H:2H] = forget_bias; h_T == hs[:, -1]; dh_T / dc_T default to zero.\n"
         "Shapes: gates (B, 4H), each gate (B, H), Wx (D, 4H), Wh (H, 4H), b (4H,).",
         "Gate order is torch's [i, f, g, o], so forget_bias goes into b[H:2H]. Multiply each gate's "
         "gradient by its own derivative (sigmoid: s(1 - s), tanh: 1 - t^2) before concatenating into dgates. "
@@ -625,6 +672,9 @@ HINTS: dict[int, ItemHints] = {
     58: ItemHints(
         "Per output row: scale = max|w_row| / 127, q = clamp(round(w / scale), -127, 127) as int8; "
         "y = (x @ q^T) * scale (+ bias): scale after the matmul.\n"
+        "Conventions: scale is float32 and 1.0 wherever max/127 is 0 (all-zero or subnormal rows); round half "
+        "to even; the matmul runs in x.dtype (float64 stays float64); qweight and scale are buffers, bias "
+        "the only parameter.\n"
         "Shapes: weight (out, in), row absmax (out, 1), scale (out,), q (out, in) int8, x @ q^T (..., out).",
         "Round, do not truncate (int casts truncate toward zero). Clamp to [-127, 127]: -128 breaks "
         "symmetry. An all-zero row gets scale 1.0, not 0 (no division by zero). Cast q to x's dtype for "
@@ -635,6 +685,10 @@ HINTS: dict[int, ItemHints] = {
         "axis 1, take the alpha/2 and 1 - alpha/2 quantiles. Paired bootstrap: the SAME indices for both "
         "systems, on the per-example difference. Wilson interval: "
         "(p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n).\n"
+        "Conventions: a statistic taking `axis` is applied once with axis=1; the paired p-value is twice the "
+        "share of resampled differences at or beyond 0 on the far side (1.0 when the difference is 0); a "
+        "crashed example scores 0 and stays in the denominator; Wilson bounds are clipped to [0, 1]; "
+        "punctuation may be deleted or replaced by a space; paired_bootstrap may return extra keys.\n"
         "Shapes: indices (R, n), resampled statistics (R,), quantiles (2,).",
         "Vectorise the resampling (one (R, n) draw, no Python loop over R). Pairing is the point of the "
         "paired bootstrap: independent resamples of the two systems lose the correlation and widen the "
