@@ -597,7 +597,11 @@ HINTS: dict[int, ItemHints] = {
         "loss = mean softplus(-margin) = -mean log sigmoid(margin).\n"
         "log pi(y|x) = sum over completion tokens of log_softmax(logits)[t, y_{t+1}].\n"
         "Shapes: the four sequence log-probs (B,) or (); margin, losses, weight (B,); loss (); "
-        "logits (B, T, V) -> token log-probs (B, T - 1) -> sums (B,).",
+        "logits (B, T, V) -> token log-probs (B, T - 1) -> sums (B,).\n"
+        "Conventions: margin includes beta; accuracy = margin > 0 (a tie is wrong); Python-number inputs give "
+        "float64, float16/bfloat16 are computed in float32; the loss is exact for every finite margin (float32 "
+        "included); entries outside the completion mask never affect a sum; the first token is never scored; "
+        "inputs are not modified; run_dpo returns at least losses, margins, accuracies (extra keys allowed).",
         "Score logits[:, :-1] against input_ids[:, 1:] with completion_mask[:, 1:]: the first token is never "
         "scored. Replace masked entries with 0 (torch.where) BEFORE summing: multiplying by the mask lets NaN "
         "or -inf through (nan * 0 = nan). softplus(-margin), not -log(sigmoid(margin)), which is -inf at a "
