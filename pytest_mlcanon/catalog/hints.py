@@ -616,10 +616,16 @@ HINTS: dict[int, ItemHints] = {
         "Group-relative advantage: A_i = (r_i - mean_group(r)) / (std_group(r) + eps), population std; "
         "clipped surrogate per token: min(rho * A, clip(rho, 1 - eps_low, 1 + eps_high) * A), averaged over "
         "active tokens; plus kl_coef * k3 KL, k3 = exp(ref - logp) - (ref - logp) - 1.\n"
-        "Shapes: rewards and advantages (P, G); flattened (P*G,); ratios and token objective (N, T); loss ().",
+        "Shapes: rewards and advantages (P, G); flattened (P*G,); ratios and token objective (N, T); loss ().\n"
+        "Conventions: population std; a degenerate row (std <= min_std) gives exact zeros, or ValueError under "
+        "on_degenerate='raise'; masked entries never affect the result; the loss averages over active tokens; "
+        "k3 is never negative (float32 included); grpo_step returns at least mean_reward, "
+        "informative_group_rate, loss (extra keys allowed); inputs are not modified.",
         "A group whose rewards are all equal has std 0: its advantages are exactly zero (or an error under "
         "on_degenerate='raise'), not 0/0. Mask BEFORE exp: zero the masked log-prob differences so NaN or "
-        "+inf there cannot reach the ratio. Divide by the number of active tokens, not T.",
+        "+inf there cannot reach the ratio. Divide by the number of active tokens, not T. Write k3 as "
+        "expm1(d) - d: exp(d) - d - 1 cancels near d = 0 and can dip below 0 in float32. Centre into a new "
+        "tensor, never rewards -= mean (that rewrites the caller's rewards).",
     ),
     57: ItemHints(
         "DDP: each rank runs its shard of the batch, then every gradient is all-reduced to the MEAN, then "
