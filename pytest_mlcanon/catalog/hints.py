@@ -592,7 +592,10 @@ HINTS: dict[int, ItemHints] = {
     54: ItemHints(
         "Bradley-Terry: P(chosen > rejected) = sigmoid(r_c - r_r); loss = -mean log sigmoid(r_c - r_r - margin). "
         "The reward is a linear head on the backbone's hidden state at the LAST real token.\n"
-        "Shapes: hidden (B, T, d), last index (B,), gathered states (B, d), rewards (B,), differences (B,).",
+        "Shapes: hidden (B, T, d), last index (B,), gathered states (B, d), rewards (B,), differences (B,).\n"
+        "Conventions: Python numbers give float64, float16/bfloat16 are computed in float32; pair_accuracy counts "
+        "a tie as wrong; the head may be initialised any way; train_reward_model returns at least losses and "
+        "accuracies (extra keys allowed); inputs are not modified.",
         "Write -log sigmoid(x) as softplus(-x) (finite at +-1e4). The last real token of a right-padded row "
         "is mask.sum(1) - 1, not T - 1: pooling at T - 1 reads padding. Pad chosen and rejected "
         "independently to their own longest row.",
