@@ -495,7 +495,10 @@ HINTS: dict[int, ItemHints] = {
         "alpha_bar_t = prod_{s<=t} (1 - beta_s); q(x_t | x0): x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps; "
         "train MSE(model(x_t, t), eps); sample x_{t-1} = posterior_mean(x0_hat, x_t) + sigma_t z, z = 0 at t = 0.\n"
         "posterior variance = beta_t (1 - abar_{t-1})/(1 - abar_t).\n"
-        "Shapes: schedule (T,) float64; gathered abar_t reshaped (B, 1, ...); x_t, eps like x0; time embedding (B, d_t).",
+        "Shapes: schedule (T,) float64; gathered abar_t reshaped (B, 1, ...); x_t, eps like x0; time embedding (B, d_t).\n"
+        "Conventions: steps are 0-based (t in [0, T)); schedule buffers are float64; alpha_bars_prev[0] = 1 and "
+        "posterior_variance[0] = 0; linear_beta_schedule(1, a, b) = [a]; sample() starts from N(0, I) in the "
+        "model's parameter dtype (float32 without parameters) and adds no noise at t = 0; inputs are not modified.",
         "Time steps are 0-based: abar_prev[0] = 1 and posterior_variance[0] = 0. Gather abar at t and "
         "reshape to (B, 1, ..., 1) before multiplying, or (B,) broadcasts against the wrong axis. Keep the "
         "schedule in float64 and cast on use. No noise is added at the last step (t = 0).",
