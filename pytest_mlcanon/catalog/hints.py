@@ -486,7 +486,10 @@ HINTS: dict[int, ItemHints] = {
         "Encoder -> mu, logvar; z = mu + exp(0.5*logvar) * eps, eps ~ N(0, I); decoder -> logits.\n"
         "KL(N(mu, s^2) || N(0, I)) = 0.5 * sum(mu^2 + exp(logvar) - 1 - logvar); loss = recon + beta*KL, "
         "each summed over features and averaged over the batch.\n"
-        "Shapes: x (B, d_in), hidden (B, d_h), mu, logvar, eps, z (B, z), logits (B, d_in), per-example sums (B,).",
+        "Shapes: x (B, d_in), hidden (B, d_h), mu, logvar, eps, z (B, z), logits (B, d_in), per-example sums (B,).\n"
+        "Conventions: reconstruction and KL are summed per example, then averaged over the batch; eval mode uses "
+        "z = mu; reparameterize draws eps from the generator it is given (the global RNG when None); vae_loss "
+        "returns at least loss, recon, kl (extra keys allowed); inputs are not modified.",
         "Sample eps, not z, so gradients flow through mu and logvar (the reparameterisation). Reconstruct "
         "with binary_cross_entropy_with_logits on logits, never BCE on sigmoid outputs (logits of +-1e4). "
         "Sum over features before the batch mean. Eval mode uses z = mu (deterministic).",
