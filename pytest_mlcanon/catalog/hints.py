@@ -531,7 +531,10 @@ HINTS: dict[int, ItemHints] = {
         "Q(s, a) = R(s, a) + gamma * sum_s' P(s, a, s') V(s'). Value iteration: V <- max_a Q until the change "
         "< tol. Policy evaluation: solve (I - gamma P_pi) V = R_pi (or iterate). Policy iteration: evaluate, "
         "act greedily, repeat until the policy is stable.\n"
-        "Shapes: P (S, A, S), R (S, A), V (S,), Q (S, A), P_pi (S, S), R_pi (S,).",
+        "Shapes: P (S, A, S), R (S, A), V (S,), Q (S, A), P_pi (S, S), R_pi (S,).\n"
+        "Conventions: value iteration and iterative evaluation start from V = 0; greedy ties go to the lowest "
+        "action; policy iteration may start from any policy and stops when no action changes; inputs are not "
+        "modified.",
         "P @ V contracts the last axis: (S, A, S) @ (S,) -> (S, A). Greedy ties go to the lowest action "
         "(np.argmax does), and policy iteration stops when the policy does not change, not when V does (or "
         "it can cycle between equal-value policies). The goal is absorbing with reward 0.",

@@ -42,12 +42,10 @@ def chunk_text(text: str, chunk_size: int = 100, overlap: int = 20) -> list[str]
     words = text.split()
     step = chunk_size - overlap
     chunks: list[str] = []
-    start = 0
-    while start < len(words):
+    for start in range(0, len(words), step):
         chunks.append(" ".join(words[start:start + chunk_size]))
         if start + chunk_size >= len(words):
             break
-        start += step
     return chunks
 
 
