@@ -576,7 +576,9 @@ HINTS: dict[int, ItemHints] = {
     52: ItemHints(
         "delta_t = r_t + gamma * (1 - d_t) * V_{t+1} - V_t; A_t = delta_t + gamma * lambda * (1 - d_t) * A_{t+1}, "
         "computed backwards from A_T = 0 with V_T = last_value; returns = A + V.\n"
-        "Shapes: rewards, values, dones (T,) or (N, T); next values, deltas, advantages the same.",
+        "Shapes: rewards, values, dones (T,) or (N, T); next values, deltas, advantages the same.\n"
+        "Conventions: outputs are float64; a done step neither bootstraps nor carries the accumulation; a "
+        "truncated step stops the accumulation but bootstraps from truncated_values; inputs are not modified.",
         "Loop backwards in time (vectorised over N), and reset the accumulation at episode ends with "
         "(1 - d_t) in BOTH the delta and the recursion. A truncated step (time limit) resets the recursion "
         "but bootstraps delta from the real next state's value. lambda = 0 gives TD errors, lambda = 1 "
