@@ -542,7 +542,10 @@ HINTS: dict[int, ItemHints] = {
     48: ItemHints(
         "delta = r + gamma * (1 - done) * max_a Q[s', a] - Q[s, a]; Q[s, a] += alpha * delta. "
         "Behaviour: epsilon-greedy (random with prob epsilon, else argmax).\n"
-        "Shapes: Q (S, A); q_values (A,).",
+        "Shapes: Q (S, A); q_values (A,).\n"
+        "Conventions: epsilon_greedy breaks ties uniformly at random (any way of drawing from rng); "
+        "greedy_policy breaks ties to the lowest index; q_learning_update changes only Q[s, a], in place; a "
+        "time-limit cut still bootstraps; the same seed gives the same Q.",
         "Do not bootstrap from a terminal state: (1 - done) zeroes the max. Break argmax ties at random "
         "(a fixed lowest-index tie-break on an all-zero table never explores). Draw every random number "
         "from the one rng seeded from seed.",
