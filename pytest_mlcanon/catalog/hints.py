@@ -562,7 +562,10 @@ HINTS: dict[int, ItemHints] = {
     50: ItemHints(
         "grad log pi(a) = onehot(a) - softmax(z); REINFORCE step z <- z + lr * (R - b) * grad log pi(a). "
         "Reward-to-go G_t = r_t + gamma * G_{t+1}.\n"
-        "Shapes: logits and probs (A,), gradient (A,), history (steps + 1, A).",
+        "Shapes: logits and probs (A,), gradient (A,), history (steps + 1, A).\n"
+        "Conventions: training starts from uniform logits; the baseline is the mean of earlier rewards (the "
+        "first step's own reward, so that update is 0); draw arms from default_rng(seed) any way you like; "
+        "the history holds at least probs and rewards; inputs are not modified.",
         "The baseline must not depend on the current action (a running mean of PAST rewards): it leaves "
         "the mean gradient unchanged and cuts the variance. The first step's baseline is its own reward, "
         "so its update is zero. Compute discounted returns backwards in one pass.",
