@@ -574,7 +574,10 @@ HINTS: dict[int, ItemHints] = {
         "TD target y = r + gamma * (1 - done) * V(s'), detached; advantage = (y - V(s)).detach(); "
         "policy loss = -mean(log pi(a|s) * adv); value loss = mean((V(s) - y)^2); "
         "loss = policy + c_v * value - c_e * entropy.\n"
-        "Shapes: logits (B, A), values (B,), log-probs (B, A), chosen (B,), adv (B,), entropy (B,).",
+        "Shapes: logits (B, A), values (B,), log-probs (B, A), chosen (B,), adv (B,), entropy (B,).\n"
+        "Conventions: targets and advantages carry no gradient; no bootstrap after a terminal step (a time "
+        "limit still bootstraps); the returned dicts hold at least their documented keys; the same seed gives "
+        "the same run; inputs are not modified.",
         "Detach both the target and the advantage: the policy loss must give the value head zero gradient, "
         "and the critic must not chase its own moving target. Use log_softmax and gather the chosen action's "
         "log-prob. No bootstrap after a terminal step.",
