@@ -554,7 +554,10 @@ HINTS: dict[int, ItemHints] = {
         "target = r + gamma * (1 - done) * max_a Q_target(s', a) (double DQN: Q_target(s', argmax_a Q_online(s', a))); "
         "loss = Huber(Q(s, a) gathered at the taken actions, target).\n"
         "Replay: a preallocated circular buffer; sample uniformly without replacement.\n"
-        "Shapes: obs (B, obs_dim), q (B, A), gathered (B,), next_q (B, A), max/argmax (B,), targets (B,).",
+        "Shapes: obs (B, obs_dim), q (B, A), gathered (B,), next_q (B, A), max/argmax (B,), targets (B,).\n"
+        "Conventions: sample() draws without replacement and returns copies; one update per step from "
+        "learning_starts on (once the buffer holds batch_size); a time limit is stored as not done; returned "
+        "dicts hold at least their documented keys; the same seed gives the same run; inputs are not modified.",
         "Compute the targets under torch.no_grad() with the TARGET net, and gather Q(s, a) with "
         "q.gather(1, actions[:, None]).squeeze(1). The circular write index wraps with % capacity and len "
         "never exceeds capacity. soft_update: theta_t <- tau*theta_s + (1 - tau)*theta_t, in place.",
