@@ -512,7 +512,10 @@ HINTS: dict[int, ItemHints] = {
         "coarse centroids, inverted lists, search only the nprobe nearest lists. PQ: split d into m "
         "sub-vectors, k-means per subspace, codes = nearest sub-centroid ids; ADC distance = sum_j table[j, code_j]. "
         "HNSW: layered greedy graph search with a candidate heap of size ef.\n"
-        "Shapes: distances (m, n), probe lists (m, nprobe), codebooks (m, ks, d/m), tables (m, ks), codes (n, m) uint8.",
+        "Shapes: distances (m, n), probe lists (m, nprobe), codebooks (m, ks, d/m), tables (m, ks), codes (n, m) uint8.\n"
+        "Conventions: float32 distances and int64 ids; l2 ascending, ip descending, ties to the lower index; "
+        "k > n pads with (inf, -1) (ip: (-inf, -1)); default ids follow insertion order; distances must stay "
+        "accurate far from the origin; the same seed gives the same index; inputs are not modified.",
         "Use argpartition then sort the k survivors (a full argsort is O(n log n) per query). Pad with "
         "(inf, -1) when k > n. PQ tables are per query: build (m, ks) once and gather, never decode the "
         "database. HNSW: level = floor(-ln U / ln M), keep at most M links (2M on layer 0), and seed from "
@@ -522,7 +525,10 @@ HINTS: dict[int, ItemHints] = {
         "Chunk by words with step = size - overlap; embed with feature hashing (stable hash -> bucket and "
         "sign), L2-normalise rows; retrieve by cosine = dot product of unit vectors; build a prompt of "
         "numbered context blocks [1]..[k] plus the question.\n"
-        "Shapes: embeddings (n, dim), query (dim,), scores (n,), top-k indices (k,).",
+        "Shapes: embeddings (n, dim), query (dim,), scores (n,), top-k indices (k,).\n"
+        "Conventions: the same text embeds to the same vector in every process; a token-free text embeds to "
+        "zeros; search ties keep insertion order; the default answer contains the best-matching retrieved "
+        "sentence; answer() returns at least answer, prompt, sources, scores; inputs are not modified.",
         "Never Python's hash() (salted per process): use hashlib so two processes agree. An all-zero "
         "embedding stays zero (do not divide by its 0 norm). Stop chunking after the first chunk that "
         "reaches the end, and rank ties by insertion order (stable sort).",
@@ -658,7 +664,10 @@ HINTS: dict[int, ItemHints] = {
         "every replica takes the same optimizer step. Column-parallel linear: split W's output rows across "
         "ranks (concatenate outputs); row-parallel: split the input columns (sum the partial products, add "
         "the bias once).\n"
-        "Shapes: shards (n/world, ...), column outputs (..., out/world) -> (..., out), row partials (..., out).",
+        "Shapes: shards (n/world, ...), column outputs (..., out/world) -> (..., out), row partials (..., out).\n"
+        "Conventions: all_reduce_mean returns new tensors, equal on every rank, and sums float16/bfloat16 in "
+        "float32; shard r is the contiguous block r; the row-parallel bias is added once; one all-reduce per "
+        "MLP forward; inputs are not modified.",
         "All-reduce the mean, not the sum (or the effective learning rate is multiplied by world). Add the "
         "row-parallel bias once, after the sum, not on every rank. A Megatron MLP needs exactly one "
         "all-reduce: column (no gather) -> GELU -> row.",
