@@ -65,7 +65,7 @@ class DPOOutput:
 
     Attributes:
         loss: ``()`` mean of ``losses``.
-        losses: ``(B,)`` or ``()`` per-pair ``softplus(-margin)``.
+        losses: ``(B,)`` or ``()`` per-pair ``-log sigmoid(margin)``.
         margin: ``(B,)`` ``beta * [(pi_c - ref_c) - (pi_r - ref_r)] = chosen_rewards - rejected_rewards``.
         chosen_rewards: ``(B,)`` implicit reward ``beta * (pi_c - ref_c)``.
         rejected_rewards: ``(B,)`` implicit reward ``beta * (pi_r - ref_r)``.

@@ -122,7 +122,7 @@ def _check_probability(prob: Tensor) -> None:
 
 
 def pairwise_loss(reward_chosen: Tensor, reward_rejected: Tensor, margin: Tensor | None = None) -> Tensor:
-    """The Bradley-Terry loss ``mean_b -log sigmoid(r_c[b] - r_r[b] - margin[b])``, as a softplus.
+    """The Bradley-Terry loss ``mean_b -log sigmoid(r_c[b] - r_r[b] - margin[b])``.
 
     Args:
         reward_chosen, reward_rejected: ``(B,)`` finite floating rewards; row ``b`` of each side forms a pair.

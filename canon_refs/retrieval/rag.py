@@ -34,7 +34,6 @@ sources match ``retrieve``.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -105,6 +104,8 @@ class HashingEmbedder:
 
     def _bucket(self, term: str) -> tuple[int, float]:
         """``(bucket, sign)`` of ``term``: the low 63 bits pick the bucket, the top bit the sign."""
+        import hashlib  # a salted hash() would differ between processes
+
         hit = self._cache.get(term)
         if hit is None:
             digest = hashlib.md5(term.encode("utf-8"), usedforsecurity=False).digest()

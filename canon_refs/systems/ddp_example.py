@@ -71,8 +71,8 @@ def all_reduce_mean(per_rank: list[Tensor]) -> list[Tensor]:
 
     Returns:
         ``list[world]`` of independent ``(...)`` tensors, bitwise equal to each other, in the input dtype.
-        float16/bfloat16 are summed in float32 (upcast): two fp16 gradients of 6e4 sum to 1.2e5, past
-        the fp16 maximum 65504, so a plain fp16 sum returns inf where the mean is a finite 6e4.
+        float16/bfloat16 are summed in float32 (upcast), so the mean of large half-precision gradients
+        (6e4 on every rank) stays finite.
 
     Raises:
         ValueError: ``per_rank`` empty, not tensors, or of mismatched shapes or dtypes.
