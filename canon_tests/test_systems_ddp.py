@@ -100,7 +100,7 @@ def test_all_reduce_mean_of_large_half_precision_gradients_stays_finite(dtype):
     for t in out:
         assert t.dtype == dtype
         assert torch.isfinite(t).all(), f"{dtype} all-reduce overflowed"
-        torch.testing.assert_close(t.float(), expected, atol=0.0, rtol=1e-2)
+        torch.testing.assert_close(t.float(), expected, atol=0.0, rtol=1e-2)  # C8's low-precision tolerance
 
 
 @pytest.mark.contract
