@@ -20,8 +20,9 @@ Shape letters: ``B`` samples in the rollout batch, ``M`` samples in a minibatch,
 Trade-off: ``approx_kl`` is Schulman's ``k3 = (rho - 1) - log rho``, computed as ``expm1(d) - d`` with
 ``d = log rho``, instead of the naive ``-mean(log rho)``: ``k3`` is non-negative sample by sample and
 unbiased, whereas ``-mean(log rho)`` can be negative on a minibatch; and ``expm1`` rather than
-``exp(d) - 1``, because in float32 at ``d = 1e-4`` the naive form loses the answer (``5e-9``) under a
-rounding error of ``6e-8`` and can even come out negative. The value loss uses ``0.5 * mean((V - R)^2)``
+``exp(d) - 1``, because in float32 at ``d = 1e-4`` the naive form carries the rounding of ``rho``
+(``6e-8``, more than the answer ``5e-9``). That is harmless for a diagnostic compared with a ``target_kl``
+of ``1e-2``, so the tests accept either form to a few ulps of ``rho``. The value loss uses ``0.5 * mean((V - R)^2)``
 so its gradient is ``(V - R) / B``, matching the usual ``vf_coef = 0.5`` convention.
 
 What to test: seed 003's clip table and its gradients, ``L(1.3, 2) == L(1.6, 2)``, the leash values
@@ -128,9 +129,7 @@ def ppo_loss(
         A dict with at least the keys ``"loss"``, ``"policy_loss"``, ``"value_loss"``, ``"entropy"``,
         ``"approx_kl"`` and ``"clip_fraction"`` (extra keys are allowed): 0-d tensors in the dtype of
         ``new_logp``; ``approx_kl = mean((rho - 1) - log rho)`` and ``clip_fraction = mean(|rho - 1| >
-        clip_eps)`` are detached diagnostics; ``entropy`` is 0 when not given. ``approx_kl`` is never
-        negative and stays within 1% of its exact value even for log-ratios of 1e-4 in float32, where
-        ``rho`` itself is only known to 6e-8 (a numerics probe).
+        clip_eps)`` are detached diagnostics; ``entropy`` is 0 when not given.
 
     Raises:
         ValueError: shapes differ or are not ``(B,)`` with ``B >= 1``, ``old_logp.requires_grad``,

@@ -116,7 +116,7 @@ def ppo_loss(
     ent = entropy.mean() if entropy is not None else torch.zeros((), dtype=new_logp.dtype)
     loss = policy_loss + vf_coef * value_loss - ent_coef * ent
     with torch.no_grad():
-        approx_kl = (torch.expm1(log_ratio) - log_ratio).mean()
+        approx_kl = ((rho - 1.0) - log_ratio).mean()
         clip_fraction = ((rho - 1.0).abs() > clip_eps).to(new_logp.dtype).mean()
     out = {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss, "entropy": ent,
            "approx_kl": approx_kl, "clip_fraction": clip_fraction}
