@@ -359,7 +359,8 @@ def grpo_step(
 ) -> dict[str, float]:
     """One GRPO iteration: sample groups, score, drop degenerate groups, update under the clip.
 
-    Each prompt is repeated ``group_size`` times (prompt-major) and completed with :func:`generate` (#32)
+    Each prompt is repeated ``group_size`` times (prompt-major) and completed with :func:`generate` (#32,
+    ``generate(model, idx (B, T_0), max_new_tokens, *, temperature=..., generator=...) -> (B, T_0 + T_new)``)
     in eval mode at ``temperature``. ``reward_fn(prompt_ids (P*G, T_0), completion_ids (P*G, T_new))``
     returns ``(P*G,)`` rewards. Groups whose rewards are all equal are dropped; the others get
     :func:`group_advantages`. ``logp_old`` (policy) and ``logp_ref`` (reference) are computed once under

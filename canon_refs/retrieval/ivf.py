@@ -135,6 +135,9 @@ class IVFIndex:
     def train(self, X: np.ndarray) -> None:
         """Fit the ``nlist`` centroids with k-means (item #5) on ``X``.
 
+        ``kmeans(X, k, *, n_iter=..., seed=...)`` (imported above) returns a ``KMeansResult`` whose
+        ``.centroids`` is ``(k, d)`` float64.
+
         Args:
             X: ``(n_train, d)`` finite training vectors, ``n_train >= nlist``.
 

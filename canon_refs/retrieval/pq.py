@@ -79,6 +79,9 @@ class ProductQuantizer:
     def train(self, X: np.ndarray) -> None:
         """Fit one k-means codebook per subspace on the matching columns of ``X``.
 
+        ``kmeans(X, k, *, n_iter=..., seed=...)`` (item #5, imported above) returns a ``KMeansResult`` whose
+        ``.centroids`` is ``(k, d_sub)`` float64.
+
         Args:
             X: ``(n_train, d)`` finite training vectors, ``n_train >= ks``.
 
