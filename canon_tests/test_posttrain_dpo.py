@@ -174,9 +174,12 @@ def test_float32_inputs_stay_float32_and_broadcast():
                  what="dpo_loss(float32 (3,), -11.5, float32 (3,), -11.0).losses")
 
 
+@pytest.mark.numerics_probe
 def test_confident_float32_pairs_keep_exact_losses():
     # Long completions differ by hundreds of nats, so margins of +-150 (beta 0.1) occur in training. The
-    # loss is exact there in float32: -log(sigmoid(-150)) would be -log(0) = inf.
+    # loss is exact there in float32: -log(sigmoid(-150)) would be -log(0) = inf. A second probe, beside the
+    # float64 extremes below, so that log(sigmoid) is caught by more than one test (the rubric corpus
+    # labels it a numerics mistake, so it is a probe rather than a Correctness check).
     margins = torch.tensor([-150.0, -120.0, -60.0, -20.0, 0.0, 20.0, 60.0, 150.0], dtype=torch.float64)
     policy_chosen = (margins / BETA).float()
     zeros = torch.zeros(8)
