@@ -184,8 +184,8 @@ def k3_kl(logp: Tensor, logp_ref: Tensor) -> Tensor:
         ValueError: shapes differ.
     """
     _check_same_shape(logp, logp_ref)
-    diff = logp_ref - logp                                               # (...)
-    return torch.expm1(diff) - diff                                      # (...)  exp(d) - 1 would cancel near d = 0
+    diff = logp_ref - logp                                               # (...,)
+    return torch.expm1(diff) - diff                                      # (...,)  exp(d) - 1 would cancel near d = 0
 
 
 def _check_same_shape(logp: Tensor, logp_ref: Tensor) -> None:
