@@ -309,6 +309,39 @@ def strict_numpy() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def returns_within(cpu_seconds: float, what: str) -> Iterator[None]:
+    """Fail the test (``pytest.fail``) when the block uses more than ``cpu_seconds`` of CPU time.
+
+    For a call that a missing argument check turns into an endless loop (a chunk step of 0): the check
+    ends as a failed test naming ``what`` instead of hanging the run while the loop fills memory. CPU
+    time, not wall time, so a loaded machine does not trip it; the failure is a ``BaseException``, so an
+    ``except Exception`` in the loop or a surrounding ``pytest.raises(ValueError)`` does not swallow it,
+    and it repeats every 0.1 s until the block ends. POSIX main thread only; elsewhere the block runs
+    unguarded.
+    """
+    import signal
+    import threading
+
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        import pytest
+
+        pytest.fail(f"{what} did not return within {cpu_seconds:g} s of CPU time (an endless loop?)",
+                    pytrace=False)
+
+    previous = signal.signal(signal.SIGPROF, expired)
+    signal.setitimer(signal.ITIMER_PROF, cpu_seconds, 0.1)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0.0)
+        signal.signal(signal.SIGPROF, previous)
+
+
 def copy_linear(dst: Any, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
     """Copy ``weight`` (and ``bias``) into an ``nn.Linear`` without tracking gradients."""
     import torch

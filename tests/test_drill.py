@@ -487,8 +487,9 @@ def test_a_file_that_does_not_import_is_a_failed_check(pytester: pytest.Pytester
 
 def test_a_failing_numerics_probe_fails_the_check(pytester: pytest.Pytester, learner) -> None:
     text = GOOD_DPO.read_text()
-    unstable = text.replace("losses = -F.logsigmoid(margin) ", "losses = -torch.log(torch.sigmoid(margin))")
-    assert unstable != text  # log(sigmoid(-1000)) = log(0): only the numerics probes see it
+    # a naive logsumexp overflows at logits of 1e4: only the numerics probe of token_logprobs sees it
+    unstable = text.replace("norm = torch.logsumexp(logits, dim=-1)", "norm = torch.exp(logits).sum(dim=-1).log()")
+    assert unstable != text
     learner(files={"posttrain/dpo": unstable})
     with progress.session(pytester.path) as current:
         progress.start_clock(current.entry("posttrain/dpo"), progress.now())

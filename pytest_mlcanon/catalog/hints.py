@@ -533,7 +533,10 @@ HINTS: dict[int, ItemHints] = {
         "Encoder -> mu, logvar; z = mu + exp(0.5*logvar) * eps, eps ~ N(0, I); decoder -> logits.\n"
         "KL(N(mu, s^2) || N(0, I)) = 0.5 * sum(mu^2 + exp(logvar) - 1 - logvar); loss = recon + beta*KL, "
         "each summed over features and averaged over the batch.\n"
-        "Shapes: x (B, d_in), hidden (B, d_h), mu, logvar, eps, z (B, z), logits (B, d_in), per-example sums (B,).",
+        "Shapes: x (B, d_in), hidden (B, d_h), mu, logvar, eps, z (B, z), logits (B, d_in), per-example sums (B,).\n"
+        "Conventions: reconstruction and KL are summed per example, then averaged over the batch; eval mode uses "
+        "z = mu; reparameterize draws eps from the generator it is given (the global RNG when None); vae_loss "
+        "returns at least loss, recon, kl (extra keys allowed); inputs are not modified.",
         "Sample eps, not z, so gradients flow through mu and logvar (the reparameterisation). Reconstruct "
         "with binary_cross_entropy_with_logits on logits, never BCE on sigmoid outputs (logits of +-1e4). "
         "Sum over features before the batch mean. Eval mode uses z = mu (deterministic).",
@@ -542,7 +545,10 @@ HINTS: dict[int, ItemHints] = {
         "alpha_bar_t = prod_{s<=t} (1 - beta_s); q(x_t | x0): x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps; "
         "train MSE(model(x_t, t), eps); sample x_{t-1} = posterior_mean(x0_hat, x_t) + sigma_t z, z = 0 at t = 0.\n"
         "posterior variance = beta_t (1 - abar_{t-1})/(1 - abar_t).\n"
-        "Shapes: schedule (T,) float64; gathered abar_t reshaped (B, 1, ...); x_t, eps like x0; time embedding (B, d_t).",
+        "Shapes: schedule (T,) float64; gathered abar_t reshaped (B, 1, ...); x_t, eps like x0; time embedding (B, d_t).\n"
+        "Conventions: steps are 0-based (t in [0, T)); schedule buffers are float64; alpha_bars_prev[0] = 1 and "
+        "posterior_variance[0] = 0; linear_beta_schedule(1, a, b) = [a]; sample() starts from N(0, I) in the "
+        "model's parameter dtype (float32 without parameters) and adds no noise at t = 0; inputs are not modified.",
         "Time steps are 0-based: abar_prev[0] = 1 and posterior_variance[0] = 0. Gather abar at t and "
         "reshape to (B, 1, ..., 1) before multiplying, or (B,) broadcasts against the wrong axis. Keep the "
         "schedule in float64 and cast on use. No noise is added at the last step (t = 0).",
@@ -553,7 +559,10 @@ HINTS: dict[int, ItemHints] = {
         "coarse centroids, inverted lists, search only the nprobe nearest lists. PQ: split d into m "
         "sub-vectors, k-means per subspace, codes = nearest sub-centroid ids; ADC distance = sum_j table[j, code_j]. "
         "HNSW: layered greedy graph search with a candidate heap of size ef.\n"
-        "Shapes: distances (m, n), probe lists (m, nprobe), codebooks (m, ks, d/m), tables (m, ks), codes (n, m) uint8.",
+        "Shapes: distances (m, n), probe lists (m, nprobe), codebooks (m, ks, d/m), tables (m, ks), codes (n, m) uint8.\n"
+        "Conventions: float32 distances and int64 ids; l2 ascending, ip descending, ties to the lower index; "
+        "k > n pads with (inf, -1) (ip: (-inf, -1)); default ids follow insertion order; distances must stay "
+        "accurate far from the origin; the same seed gives the same index; inputs are not modified.",
         "Use argpartition then sort the k survivors (a full argsort is O(n log n) per query). Pad with "
         "(inf, -1) when k > n. PQ tables are per query: build (m, ks) once and gather, never decode the "
         "database. HNSW: level = floor(-ln U / ln M), keep at most M links (2M on layer 0), and seed from "
@@ -563,7 +572,10 @@ HINTS: dict[int, ItemHints] = {
         "Chunk by words with step = size - overlap; embed with feature hashing (stable hash -> bucket and "
         "sign), L2-normalise rows; retrieve by cosine = dot product of unit vectors; build a prompt of "
         "numbered context blocks [1]..[k] plus the question.\n"
-        "Shapes: embeddings (n, dim), query (dim,), scores (n,), top-k indices (k,).",
+        "Shapes: embeddings (n, dim), query (dim,), scores (n,), top-k indices (k,).\n"
+        "Conventions: the same text embeds to the same vector in every process; a token-free text embeds to "
+        "zeros; search ties keep insertion order; the default answer contains the best-matching retrieved "
+        "sentence; answer() returns at least answer, prompt, sources, scores; inputs are not modified.",
         "Never Python's hash() (salted per process): use hashlib so two processes agree. An all-zero "
         "embedding stays zero (do not divide by its 0 norm). Stop chunking after the first chunk that "
         "reaches the end, and rank ties by insertion order (stable sort).",
@@ -572,7 +584,10 @@ HINTS: dict[int, ItemHints] = {
         "Q(s, a) = R(s, a) + gamma * sum_s' P(s, a, s') V(s'). Value iteration: V <- max_a Q until the change "
         "< tol. Policy evaluation: solve (I - gamma P_pi) V = R_pi (or iterate). Policy iteration: evaluate, "
         "act greedily, repeat until the policy is stable.\n"
-        "Shapes: P (S, A, S), R (S, A), V (S,), Q (S, A), P_pi (S, S), R_pi (S,).",
+        "Shapes: P (S, A, S), R (S, A), V (S,), Q (S, A), P_pi (S, S), R_pi (S,).\n"
+        "Conventions: value iteration and iterative evaluation start from V = 0; greedy ties go to the lowest "
+        "action; policy iteration may start from any policy and stops when no action changes; inputs are not "
+        "modified.",
         "P @ V contracts the last axis: (S, A, S) @ (S,) -> (S, A). Greedy ties go to the lowest action "
         "(np.argmax does), and policy iteration stops when the policy does not change, not when V does (or "
         "it can cycle between equal-value policies). The goal is absorbing with reward 0.",
@@ -580,7 +595,10 @@ HINTS: dict[int, ItemHints] = {
     48: ItemHints(
         "delta = r + gamma * (1 - done) * max_a Q[s', a] - Q[s, a]; Q[s, a] += alpha * delta. "
         "Behaviour: epsilon-greedy (random with prob epsilon, else argmax).\n"
-        "Shapes: Q (S, A); q_values (A,).",
+        "Shapes: Q (S, A); q_values (A,).\n"
+        "Conventions: epsilon_greedy breaks ties uniformly at random (any way of drawing from rng); "
+        "greedy_policy breaks ties to the lowest index; q_learning_update changes only Q[s, a], in place; a "
+        "time-limit cut still bootstraps; the same seed gives the same Q.",
         "Do not bootstrap from a terminal state: (1 - done) zeroes the max. Break argmax ties at random "
         "(a fixed lowest-index tie-break on an all-zero table never explores). Draw every random number "
         "from the one rng seeded from seed.",
@@ -589,7 +607,10 @@ HINTS: dict[int, ItemHints] = {
         "target = r + gamma * (1 - done) * max_a Q_target(s', a) (double DQN: Q_target(s', argmax_a Q_online(s', a))); "
         "loss = Huber(Q(s, a) gathered at the taken actions, target).\n"
         "Replay: a preallocated circular buffer; sample uniformly without replacement.\n"
-        "Shapes: obs (B, obs_dim), q (B, A), gathered (B,), next_q (B, A), max/argmax (B,), targets (B,).",
+        "Shapes: obs (B, obs_dim), q (B, A), gathered (B,), next_q (B, A), max/argmax (B,), targets (B,).\n"
+        "Conventions: sample() draws without replacement and returns copies; one update per step from "
+        "learning_starts on (once the buffer holds batch_size); a time limit is stored as not done; returned "
+        "dicts hold at least their documented keys; the same seed gives the same run; inputs are not modified.",
         "Compute the targets under torch.no_grad() with the TARGET net, and gather Q(s, a) with "
         "q.gather(1, actions[:, None]).squeeze(1). The circular write index wraps with % capacity and len "
         "never exceeds capacity. soft_update: theta_t <- tau*theta_s + (1 - tau)*theta_t, in place.",
@@ -597,7 +618,10 @@ HINTS: dict[int, ItemHints] = {
     50: ItemHints(
         "grad log pi(a) = onehot(a) - softmax(z); REINFORCE step z <- z + lr * (R - b) * grad log pi(a). "
         "Reward-to-go G_t = r_t + gamma * G_{t+1}.\n"
-        "Shapes: logits and probs (A,), gradient (A,), history (steps + 1, A).",
+        "Shapes: logits and probs (A,), gradient (A,), history (steps + 1, A).\n"
+        "Conventions: training starts from uniform logits; the baseline is the mean of earlier rewards (the "
+        "first step's own reward, so that update is 0); draw arms from default_rng(seed) any way you like; "
+        "the history holds at least probs and rewards; inputs are not modified.",
         "The baseline must not depend on the current action (a running mean of PAST rewards): it leaves "
         "the mean gradient unchanged and cuts the variance. The first step's baseline is its own reward, "
         "so its update is zero. Compute discounted returns backwards in one pass.",
@@ -606,7 +630,10 @@ HINTS: dict[int, ItemHints] = {
         "TD target y = r + gamma * (1 - done) * V(s'), detached; advantage = (y - V(s)).detach(); "
         "policy loss = -mean(log pi(a|s) * adv); value loss = mean((V(s) - y)^2); "
         "loss = policy + c_v * value - c_e * entropy.\n"
-        "Shapes: logits (B, A), values (B,), log-probs (B, A), chosen (B,), adv (B,), entropy (B,).",
+        "Shapes: logits (B, A), values (B,), log-probs (B, A), chosen (B,), adv (B,), entropy (B,).\n"
+        "Conventions: targets and advantages carry no gradient; no bootstrap after a terminal step (a time "
+        "limit still bootstraps); the returned dicts hold at least their documented keys; the same seed gives "
+        "the same run; inputs are not modified.",
         "Detach both the target and the advantage: the policy loss must give the value head zero gradient, "
         "and the critic must not chase its own moving target. Use log_softmax and gather the chosen action's "
         "log-prob. No bootstrap after a terminal step.",
@@ -614,7 +641,9 @@ HINTS: dict[int, ItemHints] = {
     52: ItemHints(
         "delta_t = r_t + gamma * (1 - d_t) * V_{t+1} - V_t; A_t = delta_t + gamma * lambda * (1 - d_t) * A_{t+1}, "
         "computed backwards from A_T = 0 with V_T = last_value; returns = A + V.\n"
-        "Shapes: rewards, values, dones (T,) or (N, T); next values, deltas, advantages the same.",
+        "Shapes: rewards, values, dones (T,) or (N, T); next values, deltas, advantages the same.\n"
+        "Conventions: outputs are float64; a done step neither bootstraps nor carries the accumulation; a "
+        "truncated step stops the accumulation but bootstraps from truncated_values; inputs are not modified.",
         "Loop backwards in time (vectorised over N), and reset the accumulation at episode ends with "
         "(1 - d_t) in BOTH the delta and the recursion. A truncated step (time limit) resets the recursion "
         "but bootstraps delta from the real next state's value. lambda = 0 gives TD errors, lambda = 1 "
@@ -624,17 +653,25 @@ HINTS: dict[int, ItemHints] = {
         "rho = exp(new_logp - old_logp); L = -mean(min(rho * A, clip(rho, 1 - eps, 1 + eps) * A)); "
         "value loss 0.5 * mean((V - R)^2); approx_kl = mean((rho - 1) - log rho).\n"
         "Update: epochs x shuffled minibatches, clip the grad norm, stop early when approx_kl > 1.5 * target_kl.\n"
-        "Shapes: every per-sample quantity (B,); minibatch indices (M,).",
+        "Shapes: every per-sample quantity (B,); minibatch indices (M,).\n"
+        "Conventions: normalize_advantages = (A - mean) / (std + 1e-8), population or sample std (both "
+        "accepted); "
+        "ppo_loss and ppo_update return dicts with at least their documented keys (extra keys allowed); "
+        "inputs are not modified; the same seed gives the same update.",
         "Compute the ratio from log-probs (exp of a difference), never a ratio of probabilities. old_logp "
         "must carry no gradient. The min is what makes the clip pessimistic: where the clip binds the "
         "gradient is zero, except a negative-advantage ratio above 1 + eps keeps its full penalty. "
-        "Advantage normalisation uses the population std plus 1e-8.",
+        "approx_kl: with d = new_logp - old_logp, expm1(d) - d keeps k3's digits at tiny d ((exp(d) - 1) - d in "
+        "float32 is only good to the rounding of rho, ~1e-7, which the tests accept). Normalise a new tensor (adv = (adv - mean) / ...), never in place.",
     ),
     # -- block 7: post-training, systems, evaluation ----------------------------------------------------------------
     54: ItemHints(
         "Bradley-Terry: P(chosen > rejected) = sigmoid(r_c - r_r); loss = -mean log sigmoid(r_c - r_r - margin). "
         "The reward is a linear head on the backbone's hidden state at the LAST real token.\n"
-        "Shapes: hidden (B, T, d), last index (B,), gathered states (B, d), rewards (B,), differences (B,).",
+        "Shapes: hidden (B, T, d), last index (B,), gathered states (B, d), rewards (B,), differences (B,).\n"
+        "Conventions: Python numbers give float64, float16/bfloat16 are computed in float32; pair_accuracy counts "
+        "a tie as wrong; the head may be initialised any way; train_reward_model returns at least losses and "
+        "accuracies (extra keys allowed); inputs are not modified.",
         "Write -log sigmoid(x) as softplus(-x) (finite at +-1e4). The last real token of a right-padded row "
         "is mask.sum(1) - 1, not T - 1: pooling at T - 1 reads padding. Pad chosen and rejected "
         "independently to their own longest row.",
@@ -644,7 +681,11 @@ HINTS: dict[int, ItemHints] = {
         "loss = mean softplus(-margin) = -mean log sigmoid(margin).\n"
         "log pi(y|x) = sum over completion tokens of log_softmax(logits)[t, y_{t+1}].\n"
         "Shapes: the four sequence log-probs (B,) or (); margin, losses, weight (B,); loss (); "
-        "logits (B, T, V) -> token log-probs (B, T - 1) -> sums (B,).",
+        "logits (B, T, V) -> token log-probs (B, T - 1) -> sums (B,).\n"
+        "Conventions: margin includes beta; accuracy = margin > 0 (a tie is wrong); Python-number inputs give "
+        "float64, float16/bfloat16 are computed in float32; the loss is exact for every finite margin (float32 "
+        "included); entries outside the completion mask never affect a sum; the first token is never scored; "
+        "inputs are not modified; run_dpo returns at least losses, margins, accuracies (extra keys allowed).",
         "Score logits[:, :-1] against input_ids[:, 1:] with completion_mask[:, 1:]: the first token is never "
         "scored. Replace masked entries with 0 (torch.where) BEFORE summing: multiplying by the mask lets NaN "
         "or -inf through (nan * 0 = nan). softplus(-margin), not -log(sigmoid(margin)), which is -inf at a "
@@ -654,17 +695,26 @@ HINTS: dict[int, ItemHints] = {
         "Group-relative advantage: A_i = (r_i - mean_group(r)) / (std_group(r) + eps), population std; "
         "clipped surrogate per token: min(rho * A, clip(rho, 1 - eps_low, 1 + eps_high) * A), averaged over "
         "active tokens; plus kl_coef * k3 KL, k3 = exp(ref - logp) - (ref - logp) - 1.\n"
-        "Shapes: rewards and advantages (P, G); flattened (P*G,); ratios and token objective (N, T); loss ().",
+        "Shapes: rewards and advantages (P, G); flattened (P*G,); ratios and token objective (N, T); loss ().\n"
+        "Conventions: population std; a degenerate row (std <= min_std) gives exact zeros, or ValueError under "
+        "on_degenerate='raise'; masked entries never affect the result; the loss averages over active tokens; "
+        "k3 is never negative (float32 included); grpo_step returns at least mean_reward, "
+        "informative_group_rate, loss (extra keys allowed); inputs are not modified.",
         "A group whose rewards are all equal has std 0: its advantages are exactly zero (or an error under "
         "on_degenerate='raise'), not 0/0. Mask BEFORE exp: zero the masked log-prob differences so NaN or "
-        "+inf there cannot reach the ratio. Divide by the number of active tokens, not T.",
+        "+inf there cannot reach the ratio. Divide by the number of active tokens, not T. Write k3 as "
+        "expm1(d) - d: exp(d) - d - 1 cancels near d = 0 and can dip below 0 in float32. Centre into a new "
+        "tensor, never rewards -= mean (that rewrites the caller's rewards).",
     ),
     57: ItemHints(
         "DDP: each rank runs its shard of the batch, then every gradient is all-reduced to the MEAN, then "
         "every replica takes the same optimizer step. Column-parallel linear: split W's output rows across "
         "ranks (concatenate outputs); row-parallel: split the input columns (sum the partial products, add "
         "the bias once).\n"
-        "Shapes: shards (n/world, ...), column outputs (..., out/world) -> (..., out), row partials (..., out).",
+        "Shapes: shards (n/world, ...), column outputs (..., out/world) -> (..., out), row partials (..., out).\n"
+        "Conventions: all_reduce_mean returns new tensors, equal on every rank, and sums float16/bfloat16 in "
+        "float32; shard r is the contiguous block r; the row-parallel bias is added once; one all-reduce per "
+        "MLP forward; inputs are not modified.",
         "All-reduce the mean, not the sum (or the effective learning rate is multiplied by world). Add the "
         "row-parallel bias once, after the sum, not on every rank. A Megatron MLP needs exactly one "
         "all-reduce: column (no gather) -> GELU -> row.",
