@@ -34,9 +34,12 @@ serialisation; determinism of a reduced config run twice; the restored thread co
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -53,18 +56,18 @@ from canon_refs.capstone.sft_stage import accuracy, run_sft
 from canon_refs.capstone.tool_loop import run_episodes, trajectory_report
 
 STAGES = ("majority_baseline", "random_init", "sft", "dpo", "grpo", "tool_loop")
+NEGATIVES = ("on-policy", "random")
 
 
 @dataclass
 class PipelineConfig:
-    """Every knob of the pipeline; the defaults finish in seconds on one thread.
+    """Every knob of the pipeline; the defaults are the seed's budgets and recipes, on one thread.
 
-    They are the seed's except for three post-training budgets, cut to fit the 10 s target:
-    ``rm_steps`` 80 -> 40 at ``rm_lr`` 1e-3 -> 2e-3, ``dpo_steps`` 80 -> 40 at ``dpo_lr`` 2e-4 -> 4e-4
-    and ``grpo_steps`` 30 -> 20, which took the three stages from 1.59, 1.63 and 0.63 s of CPU to 0.92,
-    0.95 and 0.43 s with the behaviours of the five-seed check intact. SFT keeps its 400 x 48 rows,
-    because every cheaper schedule tried (300 steps, 320 x 60, 250 x 64, 200 x 96) lost accuracy on
-    some seed.
+    ``negatives`` chooses how the preference pairs of the reward model and DPO are built:
+    ``"on-policy"`` (the seed's recipe) rejects the SFT policy's own wrong sample and falls back to a
+    random wrong token where the policy was right; ``"random"`` rejects a random wrong token on every
+    pair. ``grpo_temperature`` is the temperature GRPO samples its groups at (greedy decoding is what
+    the accuracy column measures).
     """
 
     seed: int = 0
@@ -82,14 +85,15 @@ class PipelineConfig:
     sft_batch_size: int = 48
     sft_lr: float = 3e-3
     tool_fraction: float = 0.35
-    rm_steps: int = 40
+    negatives: str = "on-policy"
+    rm_steps: int = 80
     rm_batch_size: int = 32
-    rm_lr: float = 2e-3
-    dpo_steps: int = 40
+    rm_lr: float = 1e-3
+    dpo_steps: int = 80
     dpo_batch_size: int = 24
-    dpo_lr: float = 4e-4
+    dpo_lr: float = 2e-4
     dpo_beta: float = 0.1
-    grpo_steps: int = 20
+    grpo_steps: int = 30
     grpo_prompts_per_step: int = 6
     grpo_group_size: int = 8
     grpo_oversample: int = 4
@@ -123,6 +127,8 @@ def _validate(config: PipelineConfig) -> None:
         raise ValueError(f"grpo_kl_coef must be finite and >= 0, got {config.grpo_kl_coef!r}")
     if not isinstance(config.torch_threads, int) or config.torch_threads < 0:
         raise ValueError(f"torch_threads must be an int >= 0 (0 leaves the setting alone), got {config.torch_threads!r}")
+    if config.negatives not in NEGATIVES:
+        raise ValueError(f"negatives must be one of {NEGATIVES}, got {config.negatives!r}")
     if config.d_llm % config.lm_heads:
         raise ValueError(f"d_llm={config.d_llm} must be divisible by lm_heads={config.lm_heads}")
     if config.d_llm % 4:
@@ -171,7 +177,8 @@ def run_pipeline(config: PipelineConfig | None = None, verbose: bool = False) ->
 
     Raises:
         ValueError: a ``config`` field that cannot run (non-positive steps, sizes or learning rates,
-            ``tool_fraction`` or ``tool_confidence`` outside [0, 1], indivisible widths), before any work.
+            ``tool_fraction`` or ``tool_confidence`` outside [0, 1], indivisible widths, ``negatives`` not
+            in ``NEGATIVES``), before any work.
     """
     config = PipelineConfig() if config is None else config
     _validate(config)
@@ -209,8 +216,9 @@ def _run(config: PipelineConfig) -> dict[str, object]:
     acc["sft"] = accuracy(model, evaluation)
     lap("sft")
 
-    train_pairs = make_preference_pairs(train, seed=config.seed, policy=model)
-    eval_pairs = make_preference_pairs(evaluation, seed=config.seed + 1, policy=model)
+    sampler = model if config.negatives == "on-policy" else None
+    train_pairs = make_preference_pairs(train, seed=config.seed, policy=sampler)
+    eval_pairs = make_preference_pairs(evaluation, seed=config.seed + 1, policy=sampler)
     rm = TinyRewardModel.from_policy(model)
     rm_report = train_reward_model(rm, train_pairs, steps=config.rm_steps, batch_size=config.rm_batch_size,
                                    lr=config.rm_lr, seed=config.seed)
@@ -294,5 +302,56 @@ def format_report(report: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
+def _format_seeds(reports: list[dict[str, object]]) -> str:
+    """Several seeds' reports as one table: each stage's accuracy and wall time, mean and sd over seeds."""
+    cfg = reports[0]["config"]
+    seeds = [r["config"]["seed"] for r in reports]
+    lines = [f"capstone pipeline over seeds {' '.join(map(str, seeds))}: negatives {cfg['negatives']}, GRPO "
+             f"temperature {cfg['grpo_temperature']:g}, group size {cfg['grpo_group_size']}, "
+             f"{cfg['torch_threads']} thread(s)",
+             f"{'stage':<18}{'accuracy':>8}{'sd':>7}{'time (s)':>10}{'sd':>7}  accuracy per seed"]
+    for name in ("majority_baseline", "random_init", "sft", "reward_model", "dpo", "grpo", "tool_loop", "total"):
+        accs = [r["accuracy"][name] for r in reports if name in r["accuracy"]]
+        times = [r["wall_time_s"][name] for r in reports if name in r["wall_time_s"]]
+        acc_cells = f"{statistics.mean(accs):>8.3f}{_sd(accs):>7.3f}" if accs else f"{'-':>8}{'':>7}"
+        time_cells = f"{statistics.mean(times):>10.3f}{_sd(times):>7.3f}" if times else f"{'-':>10}{'':>7}"
+        lines.append(f"{name:<18}{acc_cells}{time_cells}  {' '.join(f'{a:.3f}' for a in accs)}")
+    return "\n".join(lines)
+
+
+def _sd(values: list[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m canon_refs.capstone.pipeline``: run the pipeline on each ``--seeds`` and print the report
+    (one seed) or the table over seeds; ``--json`` prints the list of report dicts instead."""
+    defaults = PipelineConfig()
+    parser = argparse.ArgumentParser(prog="python -m canon_refs.capstone.pipeline",
+                                     description="Train the capstone VLM through every stage and print the report.")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[defaults.seed], metavar="SEED")
+    parser.add_argument("--negatives", choices=NEGATIVES, default=defaults.negatives,
+                        help="rejected answers of the preference pairs (default %(default)s)")
+    parser.add_argument("--grpo-temperature", type=float, default=defaults.grpo_temperature, metavar="T",
+                        help="temperature GRPO samples its groups at (default %(default)s)")
+    parser.add_argument("--grpo-group-size", type=int, default=defaults.grpo_group_size, metavar="G",
+                        help="samples per GRPO group (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print the reports as a JSON list")
+    args = parser.parse_args(argv)
+    configs = [replace(defaults, seed=seed, negatives=args.negatives, grpo_temperature=args.grpo_temperature,
+                       grpo_group_size=args.grpo_group_size) for seed in args.seeds]
+    try:
+        for config in configs:
+            _validate(config)
+    except ValueError as error:
+        parser.error(str(error))
+    reports = [run_pipeline(config) for config in configs]
+    if args.json:
+        print(json.dumps(reports))
+    else:
+        print(format_report(reports[0]) if len(reports) == 1 else _format_seeds(reports))
+    return 0
+
+
 if __name__ == "__main__":
-    run_pipeline(verbose=True)
+    raise SystemExit(_main())
