@@ -37,9 +37,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import time
 from dataclasses import asdict, dataclass, replace
+from statistics import mean, stdev
 
 import torch
 
@@ -313,14 +313,14 @@ def _format_seeds(reports: list[dict[str, object]]) -> str:
     for name in ("majority_baseline", "random_init", "sft", "reward_model", "dpo", "grpo", "tool_loop", "total"):
         accs = [r["accuracy"][name] for r in reports if name in r["accuracy"]]
         times = [r["wall_time_s"][name] for r in reports if name in r["wall_time_s"]]
-        acc_cells = f"{statistics.mean(accs):>8.3f}{_sd(accs):>7.3f}" if accs else f"{'-':>8}{'':>7}"
-        time_cells = f"{statistics.mean(times):>10.3f}{_sd(times):>7.3f}" if times else f"{'-':>10}{'':>7}"
+        acc_cells = f"{mean(accs):>8.3f}{_sd(accs):>7.3f}" if accs else f"{'-':>8}{'':>7}"
+        time_cells = f"{mean(times):>10.3f}{_sd(times):>7.3f}" if times else f"{'-':>10}{'':>7}"
         lines.append(f"{name:<18}{acc_cells}{time_cells}  {' '.join(f'{a:.3f}' for a in accs)}")
     return "\n".join(lines)
 
 
 def _sd(values: list[float]) -> float:
-    return statistics.stdev(values) if len(values) > 1 else 0.0
+    return stdev(values) if len(values) > 1 else 0.0
 
 
 def _main(argv: list[str] | None = None) -> int:
