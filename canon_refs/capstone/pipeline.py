@@ -6,7 +6,9 @@
 
 measuring greedy exact-match accuracy on the same held-out set after every stage. There is no
 pretraining: SFT starts from random weights, the one compression that lets the whole chain run in
-seconds on one CPU thread. ``python -m canon_refs.capstone.pipeline`` prints the report table.
+seconds on one CPU thread. ``python -m canon_refs.capstone.pipeline`` prints the report table;
+``--seeds 0 1 2 3 4``, ``--negatives random``, ``--grpo-temperature T`` and ``--grpo-group-size G``
+rerun the seed's experiments (``benchmarks/capstone_table.py`` prints them beside the seed's figures).
 
 The subtle point is reading the report rather than producing it. A stage that does not move the
 accuracy column is misconfigured, saturated, or optimising something else: GRPO maximises the
@@ -14,7 +16,9 @@ expected reward of a *sample* at its temperature while the column is greedy accu
 training reward can rise while the argmax stays put. ``informative_group_rate`` says how much of
 GRPO's sampling carried any gradient, and ``margin_before``/``margin_after`` say whether DPO moved
 the log-ratios at all. Among the post-training stages the largest jump comes from the tool loop,
-which changes no weight.
+which changes no weight: +48 points over seeds 0-4, where DPO and GRPO move accuracy by a point or
+two either way (GRPO's sampled reward on its training prompts rises while held-out greedy accuracy
+does not follow).
 
 Report keys: ``accuracy`` (``majority_baseline``, ``random_init``, ``sft``, ``dpo``, ``grpo``,
 ``tool_loop``), ``sft``, ``reward_model``, ``dpo``, ``grpo``, ``tool_loop``, ``params``, ``tokens``,
@@ -27,8 +31,8 @@ thread and 188 ms on two on the (shared) development machine. The previous threa
 even when a stage raises.
 
 What to test: the default run's budget (20 s, scaled by ``MLCANON_TIME_FACTOR``); SFT beats the
-majority baseline; the DPO margin rises; the reward model's pair accuracy exceeds 0.5; the tool loop
-is at least as accurate as GRPO with well-formed trajectories; the exact report keys; JSON
+majority baseline; the DPO margin rises; the reward model's pair accuracy exceeds 0.5; the tool loop's
+jump exceeds DPO's and GRPO's, with well-formed trajectories; the exact report keys; JSON
 serialisation; determinism of a reduced config run twice; the restored thread count.
 """
 
@@ -125,6 +129,8 @@ def _validate(config: PipelineConfig) -> None:
                          f"got {config.grpo_group_size!r}")
     if not (math.isfinite(config.grpo_kl_coef) and config.grpo_kl_coef >= 0):
         raise ValueError(f"grpo_kl_coef must be finite and >= 0, got {config.grpo_kl_coef!r}")
+    if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
+        raise ValueError(f"seed must be an int >= 0 (it seeds numpy's default_rng), got {config.seed!r}")
     if not isinstance(config.torch_threads, int) or config.torch_threads < 0:
         raise ValueError(f"torch_threads must be an int >= 0 (0 leaves the setting alone), got {config.torch_threads!r}")
     if config.negatives not in NEGATIVES:
@@ -178,7 +184,7 @@ def run_pipeline(config: PipelineConfig | None = None, verbose: bool = False) ->
     Raises:
         ValueError: a ``config`` field that cannot run (non-positive steps, sizes or learning rates,
             ``tool_fraction`` or ``tool_confidence`` outside [0, 1], indivisible widths, ``negatives`` not
-            in ``NEGATIVES``), before any work.
+            in ``NEGATIVES``, a negative ``seed``), before any work.
     """
     config = PipelineConfig() if config is None else config
     _validate(config)
