@@ -16,8 +16,8 @@ The subtle point is on-policy negatives. A random wrong token is usually one the
 give (it already knows the answer to "how many" is a digit, not ``squares``), so a pair built from it
 spends its gradient on a mistake the model does not make. A rejected answer sampled from the policy
 is, by construction, a mistake it does make, and that is the one worth pushing down: over seeds 0-4
-the DPO stage ends 3.6 points more accurate with on-policy negatives than with random ones (0.496
-against 0.460; the seed reports about 6).
+the DPO stage ends 3.5 points more accurate with on-policy negatives than with random ones (0.496
+against 0.460 on average; the seed reports about 6).
 
 Shapes: ``B`` pairs in a batch (the reward model scores ``2B`` rows, chosen then rejected), ``N``
 examples, ``S = N_q + T`` spliced length, ``d`` width.
@@ -30,8 +30,8 @@ which halves the per-call overhead that dominates at this size.
 
 What to test: the verifier on right and wrong answers; chosen is gold and rejected is wrong on every
 pair; without a policy the rejected tokens spread over the whole vocabulary; with a policy that always
-answers the same token, that token is the rejected answer exactly where it is wrong; the Bradley-Terry loss at equal rewards is ``log 2``; a few reward-model steps raise
-the pair accuracy above 0.5.
+answers the same token, that token is the rejected answer exactly where it is wrong; the Bradley-Terry
+loss at equal rewards is ``log 2``; a few reward-model steps raise the pair accuracy above 0.5.
 """
 
 from __future__ import annotations
