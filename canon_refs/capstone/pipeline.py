@@ -329,11 +329,12 @@ def _sd(values: list[float]) -> float:
     return stdev(values) if len(values) > 1 else 0.0
 
 
-def _main(argv: list[str] | None = None) -> int:
-    """``python -m canon_refs.capstone.pipeline``: run the pipeline on each ``--seeds`` and print the report
-    (one seed) or the table over seeds; ``--json`` prints the list of report dicts instead."""
+def _main(argv: list[str] | None = None) -> None:
+    """The module's command line: run the pipeline on each ``--seeds`` and print the report (one seed) or
+    the table over seeds; ``--json`` prints the list of report dicts instead. A value that cannot run
+    ends in ``parser.error`` (exit status 2) before any work."""
     defaults = PipelineConfig()
-    parser = argparse.ArgumentParser(prog="python -m canon_refs.capstone.pipeline",
+    parser = argparse.ArgumentParser(prog=f"python -m {__spec__.name}" if __spec__ is not None else None,
                                      description="Train the capstone VLM through every stage and print the report.")
     parser.add_argument("--seeds", type=int, nargs="+", default=[defaults.seed], metavar="SEED")
     parser.add_argument("--negatives", choices=NEGATIVES, default=defaults.negatives,
@@ -356,8 +357,7 @@ def _main(argv: list[str] | None = None) -> int:
         print(json.dumps(reports))
     else:
         print(format_report(reports[0]) if len(reports) == 1 else _format_seeds(reports))
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(_main())
+    _main()
