@@ -115,9 +115,9 @@ def test_vectorised_speed_n10000_r2000() -> None:
     x = make_rng(6).random(10_000)
     best = np.inf
     for _ in range(3):  # best of three: the CI machine is shared
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         _, low, high = harness.bootstrap_ci(x, n_resamples=2000, seed=0)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.perf_counter() - wall, time.process_time() - cpu)  # CPU: a loaded host's wait
         if best < 3.0:
             break
     assert best < 3.0, f"bootstrap of n = 10 000, R = 2000 took {best:.2f} s: draw one (R, n) matrix"
