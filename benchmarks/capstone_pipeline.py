@@ -1,15 +1,17 @@
-"""Wall time of the capstone pipeline (issue: canon #60), per stage and in total, on one CPU thread.
+"""Wall time of the capstone pipeline (canon #60), per stage and in total, on one CPU thread.
 
-Target: the default ``run_pipeline()`` finishes in <= 10 s (half the seed's 20 s). Each repeat runs in
-a fresh subprocess so the import and the first-call warm-up are paid the way a learner pays them; the
-figure is the median total over the repeats. Above it are printed the per-stage medians of wall time
-and of CPU time (user + system of the process, which machine load inflates far less than wall time),
-then the import and the whole process (import included).
+Limit: the default ``run_pipeline()`` finishes in under 20 s, the seed's "under twenty seconds for the
+whole pipeline on one CPU thread"; the script exits 1 when the median total misses it. Target: 10 s,
+reported beside it (met or missed) and not gated, since the seed's budgets became the defaults (issue
+20). Each repeat runs in a fresh subprocess so the import and the first-call warm-up are paid the way a
+learner pays them; the figure is the median total over the repeats. Above it are printed the per-stage
+medians of wall time and of CPU time (user + system of the process, which machine load inflates far
+less than wall time), then the import and the whole process (import included).
 
-``--seeds 0 1 2 3 4`` instead runs the default pipeline once per seed and prints the behaviours the
-pipeline test checks (mean and spread over the seeds): the numbers the test thresholds were frozen on.
+The five-seed table (the seed's claims beside ours, and the behaviours the pipeline test's thresholds
+were frozen on) is ``benchmarks/capstone_table.py``.
 
-Run: ``python benchmarks/capstone_pipeline.py [--repeats 3] [--seeds ...]``.
+Run: ``python benchmarks/capstone_pipeline.py [--repeats 3]``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sys
 
 from _common import PYTHON, REPO, Figure
 
+LIMIT_S = 20.0
 TARGET_S = 10.0
 STAGES = ("data", "sft", "reward_model", "dpo", "grpo", "tool_loop", "total")
 
@@ -71,47 +74,16 @@ def timing(repeats: int) -> Figure:
         walls = [r["process"]["import_wall" if key else "wall_with_import"] for r in runs]
         cpus = [r["process"]["import_cpu" if key else "cpu"] for r in runs]
         print(f"  {label:<13} {_cell(walls):<40} {_cell(cpus)}")
-    return Figure("capstone default pipeline, total wall time", statistics.median(r["wall_time_s"]["total"] for r in runs),
-                  TARGET_S, " s")
-
-
-def behaviours(seeds: list[int]) -> None:
-    rows: dict[str, list[float]] = {}
-    for seed in seeds:
-        r = run_once(seed)
-        acc = r["accuracy"]
-        values = {
-            **{f"acc.{k}": v for k, v in acc.items()},
-            "sft - majority": acc["sft"] - acc["majority_baseline"],
-            "tool_loop - grpo": acc["tool_loop"] - acc["grpo"],
-            "dpo.margin_before": r["dpo"]["margin_before"],
-            "dpo.margin_after": r["dpo"]["margin_after"],
-            "dpo.margin_gain": r["dpo"]["margin_after"] - r["dpo"]["margin_before"],
-            "reward_model.pair_accuracy": r["reward_model"]["pair_accuracy"],
-            "grpo.informative_group_rate": r["grpo"]["informative_group_rate"],
-            "grpo.groups_used": r["grpo"]["groups_used"],
-            "tool_loop.tool_call_rate": r["tool_loop"]["tool_call_rate"],
-            "tool_loop.mean_steps": r["tool_loop"]["mean_steps"],
-            "tool_loop.well_formed_rate": r["tool_loop"]["well_formed_rate"],
-            "wall_time_s.total": r["wall_time_s"]["total"],
-        }
-        for key, value in values.items():
-            rows.setdefault(key, []).append(float(value))
-        print(f"  seed {seed}: " + ", ".join(f"{k}={v:.3f}" for k, v in acc.items()), flush=True)
-    print(f"\n{'behaviour':<30}{'mean':>9}{'sd':>9}{'min':>9}{'max':>9}")
-    for key, values in rows.items():
-        sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        print(f"{key:<30}{statistics.mean(values):>9.3f}{sd:>9.3f}{min(values):>9.3f}{max(values):>9.3f}")
+    return Figure("capstone default pipeline, total wall time (the seed's limit)",
+                  statistics.median(r["wall_time_s"]["total"] for r in runs), LIMIT_S, " s")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--seeds", type=int, nargs="*")
     args = parser.parse_args()
-    if args.seeds:
-        behaviours(args.seeds)
-        sys.exit(0)
     figure = timing(args.repeats)
     print(figure.line())
+    met = "met" if figure.value <= TARGET_S else "missed"
+    print(f"      our target: <= {TARGET_S:.2f} s, {met}")
     sys.exit(0 if figure.passed else 1)

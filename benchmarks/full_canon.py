@@ -13,7 +13,7 @@ from _common import NEUTRAL, REPO, Figure, pytest_argv
 sys.path.insert(0, str(REPO))
 
 from pytest_mlcanon import catalog  # noqa: E402
-from pytest_mlcanon.run import in_canon  # noqa: E402
+from pytest_mlcanon.layout import in_canon  # noqa: E402
 
 
 def selector() -> str:

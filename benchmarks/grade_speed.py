@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mlcanon import catalog
+from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.grade import batch, config
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult
 from pytest_mlcanon.grade.worker import WorkerPool
@@ -105,7 +106,7 @@ def timed_batch(folder: Path, item: str, workers: int) -> tuple[Gradebook, Timin
         batch.run_job = run_job
         batch.WorkerPool = WorkerPool  # type: ignore[misc]
     total = time.monotonic() - started
-    bad = [c.verdict for _, c in done if c.status != "scored" or c.score != 5]
+    bad = [c.verdict for _, c in done if c.status is not Status.SCORED or c.score != 5]
     if bad:
         sys.exit(f"grade_speed: the good learner did not score 5/5: {bad[:3]}")
     return book, Timing(total, spans, done, time.process_time() - cpu, sum(p.spent_s for p in pools))

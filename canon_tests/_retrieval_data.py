@@ -37,6 +37,14 @@ def exact_neighbours(database: np.ndarray, queries: np.ndarray, k: int) -> tuple
     return np.take_along_axis(full, ids, axis=1), ids
 
 
+def distance_scale(database: np.ndarray, queries: np.ndarray) -> float:
+    """The size of the terms of a squared distance, ``max |q|^2 + max |x|^2``: float32 distances are exact to a
+    few float32 ulps of that (the expansion ``|q|^2 - 2 q.x + |x|^2`` cancels terms of that size)."""
+    x_sq = np.sum(np.asarray(database, dtype=np.float64) ** 2, axis=1).max()
+    q_sq = np.sum(np.asarray(queries, dtype=np.float64) ** 2, axis=1).max()
+    return float(x_sq + q_sq)
+
+
 def recall(found: np.ndarray, truth: np.ndarray) -> float:
     """Share of the true neighbours (``truth`` rows) present in the matching ``found`` rows."""
     return float(np.mean([len(set(f.tolist()) & set(t.tolist())) / len(t) for f, t in zip(found, truth)]))

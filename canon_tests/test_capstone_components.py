@@ -536,9 +536,13 @@ def test_random_preference_pairs(examples):
     assert len(pairs) == len(examples)
     for pair, ex in zip(pairs, examples):
         assert pair.example is ex and pair.chosen == ex.answer and pair.rejected != ex.answer
-        assert pair.rejected in (DIGITS if ex.tool_query is not None else _colours(examples))
+        assert pair.rejected in task.STOI
     again = reward_stage.make_preference_pairs(examples, seed=0)
     assert [p.rejected for p in again] == [p.rejected for p in pairs]
+    # a random wrong *token*, drawn from the whole vocabulary: 48 draws from the 27 wrong tokens all
+    # landing among the 12 possible answers (digits, colours) has probability below 1e-14
+    answers = set(DIGITS) | set(_colours(examples))
+    assert {p.rejected for p in pairs} - answers, "the rejected tokens never left the answer vocabulary"
 
 
 def test_on_policy_pairs_use_the_policys_wrong_samples(examples):
@@ -553,7 +557,7 @@ def test_on_policy_pairs_use_the_policys_wrong_samples(examples):
         if ex.answer != colour:
             assert pair.rejected == colour, "a wrong policy sample must become the rejected answer"
         else:
-            assert pair.rejected in _colours(examples) and pair.rejected != colour
+            assert pair.rejected in task.STOI and pair.rejected != colour  # the random-token fallback
     assert any(ex.answer != colour for ex in examples)
 
 

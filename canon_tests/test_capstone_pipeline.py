@@ -1,12 +1,13 @@
 """Acceptance tests for #60, the capstone pipeline (canon-spec #60, "Acceptance checks").
 
-One default ``run_pipeline()`` (seed 0, the spec's configuration) is shared by the module fixture; every
-behaviour below reads its report. The behaviour thresholds were frozen after running the default
-pipeline on seeds 0-4 (``python benchmarks/capstone_pipeline.py --seeds 0 1 2 3 4``), each with a margin
-below the worst seed. The time budget is the spec's generous 20 s, scaled by ``MLCANON_TIME_FACTOR``
-(default 1.0) for slow machines, and checked on the process CPU time of the run, because on a shared
-CI machine the wall time of the same run varies several-fold with the load (CPU time far less); the 10 s wall-time
-performance target is measured by ``benchmarks/capstone_pipeline.py``, not here.
+One default ``run_pipeline()`` (seed 0: the seed's budgets and recipes) is shared by the module fixture;
+every behaviour below reads its report. The behaviour thresholds were frozen after running the default
+pipeline on seeds 0-4 (``python benchmarks/capstone_table.py``, its last table), each with a margin below
+the worst seed. The time budget is the spec's generous 20 s, scaled by ``MLCANON_TIME_FACTOR`` (default
+1.0) for slow machines, and checked on the process CPU time of the run, because on a shared CI machine
+the wall time of the same run varies several-fold with the load (CPU time far less); the seed's 20 s
+wall-time limit and our 10 s target are measured by ``benchmarks/capstone_pipeline.py`` and
+``benchmarks/capstone_table.py``, not here.
 """
 
 from __future__ import annotations
@@ -28,15 +29,15 @@ pytestmark = pytest.mark.canon("capstone/agent")
 # this pipeline they cost about +65% CPU (24.0 s against 14.6 s measured back to back), so a run with
 # them on gets twice the budget. Whether they are on is the plugin's run's setting (no run: off).
 BUDGET_S = 20.0 * float(os.environ.get("MLCANON_TIME_FACTOR", "1.0"))
-# Frozen after the default pipeline on seeds 0-4 (mean +- sd, worst seed), re-measured with the halved
-# reward-model and DPO budgets, 20 GRPO steps and the capstone's own ClippedAdam: sft - majority 0.267 +-
-# 0.057 (0.198); reward-model pair accuracy 0.662 +- 0.021 (0.635); DPO margin gain 1.43 +- 0.47 nats
-# (0.94); tool_loop - grpo 0.478 +- 0.040 (0.448); informative-group rate 0.537 +- 0.076 (0.448);
-# well-formed rate 1.0 on every seed. Each threshold sits below the worst seed.
+# Frozen after the default pipeline on seeds 0-4 (mean +- sd, worst seed) with the seed's budgets (reward
+# model and DPO 80 steps, GRPO 30) and its random-wrong-token fallback: sft - majority 0.274 +- 0.049
+# (0.203); reward-model pair accuracy 0.701 +- 0.025 (0.672); DPO margin gain 3.37 +- 1.13 nats (1.86);
+# the tool loop's jump over GRPO 0.480 +- 0.019 (0.464), and over the larger of DPO's and GRPO's jumps
+# 0.470 +- 0.014 (0.464); well-formed rate 1.0 on every seed. Each threshold sits below the worst seed.
 SFT_OVER_MAJORITY = 0.15
 PAIR_ACCURACY_MIN = 0.6
-DPO_MARGIN_GAIN = 0.5
-TOOL_OVER_GRPO = 0.2
+DPO_MARGIN_GAIN = 1.0
+TOOL_JUMP_LEAD = 0.3
 REPORT_KEYS = {
     "accuracy": {"majority_baseline", "random_init", "sft", "dpo", "grpo", "tool_loop"},
     "dpo": {"margin_before", "margin_after", "loss_first", "loss_last"},
@@ -124,9 +125,11 @@ def test_grpo_reports_informative_groups(report):
     assert grpo["groups_used"] <= round(grpo["informative_group_rate"] * drawn)
 
 
-def test_tool_loop_beats_grpo_with_well_formed_trajectories(report):
+def test_tool_loop_is_the_largest_jump_with_well_formed_trajectories(report):
     tool, acc = report["tool_loop"], report["accuracy"]
-    assert acc["tool_loop"] >= acc["grpo"] + TOOL_OVER_GRPO, acc  # the largest post-training jump
+    # among the post-training stages the agent loop, which changes no weight, moves accuracy the most
+    weight_stages = max(0.0, acc["dpo"] - acc["sft"], acc["grpo"] - acc["dpo"])
+    assert acc["tool_loop"] - acc["grpo"] >= weight_stages + TOOL_JUMP_LEAD, acc
     assert tool["well_formed_rate"] == 1.0
     assert 0.0 <= tool["tool_call_rate"] <= 1.0
     assert 1.0 <= tool["mean_steps"] <= 2.0
@@ -198,7 +201,8 @@ def test_majority_baseline_and_build_model():
 @pytest.mark.parametrize(
     ("field", "value"),
     [("sft_steps", 0), ("rm_batch_size", -1), ("dpo_lr", 0.0), ("grpo_lr", -1e-3), ("n_train", 0),
-     ("tool_fraction", 1.5), ("tool_confidence", -0.1), ("d_llm", 50), ("grpo_group_size", 0)],
+     ("tool_fraction", 1.5), ("tool_confidence", -0.1), ("d_llm", 50), ("grpo_group_size", 0),
+     ("negatives", "off-policy")],
 )
 def test_config_errors_raise_before_any_work(field, value, monkeypatch):
     def no_data(*args, **kwargs):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from canon_refs.evaluation import harness
-from pytest_mlcanon.testing import TOL, strict_numpy
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, strict_numpy
 from pytest_mlcanon.testing import rng as make_rng
 
 pytestmark = pytest.mark.canon("evaluation/harness")
@@ -48,7 +48,7 @@ def test_normalize_answer_spec_rules() -> None:
 def test_constant_values_give_degenerate_interval() -> None:
     assert harness.bootstrap_ci(np.full(40, 3.0)) == (3.0, 3.0, 3.0)
     point, low, high = harness.bootstrap_ci(np.full(37, 0.1), n_resamples=500)
-    np.testing.assert_allclose([point, low, high], [0.1, 0.1, 0.1], atol=1e-12, rtol=0)
+    assert_close([point, low, high], [0.1, 0.1, 0.1], cond=37, what="bootstrap_ci(37 x 0.1)")  # a mean of 37 copies
 
 
 @pytest.mark.edge_case
@@ -60,10 +60,10 @@ def test_single_value_and_single_resample() -> None:
 
 def test_point_inside_interval_and_returns_floats() -> None:
     x = make_rng(1).normal(0.3, 1.0, size=150)
-    out = harness.bootstrap_ci(x)
+    out = call_leaves_inputs_unchanged(harness.bootstrap_ci, x)
     assert len(out) == 3 and all(isinstance(v, float) for v in out)
     point, low, high = out
-    assert point == pytest.approx(float(np.mean(x)), abs=1e-12)
+    assert_close(point, float(np.mean(x)), magnitude=3.0, cond=150, what="bootstrap_ci(x) point")
     assert low <= point <= high
     assert low < high
 
@@ -104,21 +104,23 @@ def test_statistic_without_axis_falls_back_row_by_row() -> None:
     x = make_rng(5).exponential(size=101)
     with_axis = harness.bootstrap_ci(x, np.median, n_resamples=400, seed=2)
     without_axis = harness.bootstrap_ci(x, lambda v: float(np.median(v)), n_resamples=400, seed=2)
-    np.testing.assert_allclose(without_axis, with_axis, **TOL.EXACT64.kw())
+    assert_close(np.array(without_axis), np.array(with_axis), what="bootstrap_ci(x, median without axis)")
     assert with_axis[0] == float(np.median(x))
     assert with_axis[1] <= with_axis[0] <= with_axis[2]
 
 
-def test_vectorised_speed_n10000_r2000_under_one_second() -> None:
+def test_vectorised_speed_n10000_r2000() -> None:
+    # The reference takes ~0.3 s; a Python loop over the 20 M draws takes 10+ s. The 3 s bound only
+    # catches that loop, not a reasonable implementation on a loaded machine.
     x = make_rng(6).random(10_000)
     best = np.inf
     for _ in range(3):  # best of three: the CI machine is shared
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         _, low, high = harness.bootstrap_ci(x, n_resamples=2000, seed=0)
-        best = min(best, time.perf_counter() - start)
-        if best < 1.0:
+        best = min(best, time.perf_counter() - wall, time.process_time() - cpu)  # CPU: a loaded host's wait
+        if best < 3.0:
             break
-    assert best < 1.0, f"bootstrap of n = 10 000, R = 2000 took {best:.2f} s: draw one (R, n) matrix"
+    assert best < 3.0, f"bootstrap of n = 10 000, R = 2000 took {best:.2f} s: draw one (R, n) matrix"
     assert low < float(np.mean(x)) < high
 
 
@@ -160,7 +162,7 @@ def test_large_offset_and_extreme_wilson_stay_finite() -> None:
 @pytest.mark.edge_case
 def test_paired_identical_systems() -> None:
     a = make_rng(8).random(120)
-    out = harness.paired_bootstrap(a, a.copy())
+    out = call_leaves_inputs_unchanged(harness.paired_bootstrap, a, a.copy())
     assert set(out) >= {"diff", "low", "high", "p_value"}
     assert out["diff"] == 0.0
     assert (out["low"], out["high"]) == (0.0, 0.0)
@@ -177,7 +179,7 @@ def test_paired_narrower_than_unpaired_for_correlated_systems() -> None:
     # Verified on seeds 0-4: paired / unpaired width = 0.26, 0.33, 0.29, 0.28, 0.28; low > 0, p <= 0.002.
     a, b = _correlated_systems(0, shift=0.1)
     out = harness.paired_bootstrap(a, b, seed=0)
-    assert out["diff"] == pytest.approx(float(np.mean(a - b)), abs=1e-12)
+    assert_close(out["diff"], float(np.mean(a - b)), magnitude=4.0, cond=300, what="paired_bootstrap(a, b)['diff']")
     assert out["low"] <= out["diff"] <= out["high"]
     g = make_rng(100)
     ia, ib = g.integers(0, a.size, size=(2, 2000, a.size))
@@ -198,20 +200,27 @@ def test_paired_p_value_matches_normal_theory_and_is_symmetric() -> None:
     assert 0.05 < expected < 0.9
     assert out["p_value"] == pytest.approx(expected, abs=0.06)
     swapped = harness.paired_bootstrap(b, a, n_resamples=4000, seed=3)
-    assert swapped["diff"] == pytest.approx(-out["diff"], abs=1e-12)
-    assert swapped["p_value"] == pytest.approx(out["p_value"], abs=1e-12)
-    assert (swapped["low"], swapped["high"]) == pytest.approx((-out["high"], -out["low"]), abs=1e-12)
+    assert_close(swapped["diff"], -out["diff"], magnitude=4.0, cond=300, what="paired_bootstrap(b, a)['diff']")
+    # the same resamples, negated: the same share on the far side of 0
+    assert_close(swapped["p_value"], out["p_value"], what="paired_bootstrap(b, a)['p_value']")
+    # Mirrored bounds up to the quantile rule: an interpolated quantile mirrors exactly, an order
+    # statistic (sorted[int(q * R)]) may move by one of 4000 resamples, far below 2 % of the width.
+    width = out["high"] - out["low"]
+    assert (swapped["low"], swapped["high"]) == pytest.approx((-out["high"], -out["low"]), abs=0.02 * width)
 
 
 # ---- wilson_interval ------------------------------------------------------------------------
 
 
 def test_wilson_quoted_values() -> None:
-    np.testing.assert_allclose(harness.wilson_interval(7, 10), (0.39677814746114537, 0.8922087325936989),
-                               atol=1e-9, rtol=0)
-    np.testing.assert_allclose(harness.wilson_interval(0, 10), (0.0, 0.2775327998628892), atol=1e-9, rtol=0)
-    low, high = harness.wilson_interval(10, 10)
-    assert high == pytest.approx(1.0, abs=1e-12) and low == pytest.approx(1 - 0.2775327998628892, abs=1e-9)
+    # closed forms quoted to 16-17 digits, computed through a square root and a division (cond ~ 4);
+    # z itself is the normal quantile, which NormalDist and scipy give to a few ulps
+    tol = {"cond": 8}
+    got = call_leaves_inputs_unchanged(harness.wilson_interval, 7, 10)
+    assert_close(got, (0.39677814746114537, 0.8922087325936989), **tol, what="wilson_interval(7, 10)")
+    assert_close(harness.wilson_interval(0, 10), (0.0, 0.2775327998628892), magnitude=1.0, **tol,
+                 what="wilson_interval(0, 10)")
+    assert_close(harness.wilson_interval(10, 10), (1 - 0.2775327998628892, 1.0), **tol, what="wilson_interval(10, 10)")
 
 
 def test_wilson_confidence_and_symmetry() -> None:
@@ -219,7 +228,7 @@ def test_wilson_confidence_and_symmetry() -> None:
     low95, high95 = harness.wilson_interval(30, 100)
     assert low95 < low90 < 0.3 < high90 < high95
     flipped = harness.wilson_interval(70, 100)
-    np.testing.assert_allclose(flipped, (1 - high95, 1 - low95), atol=1e-12)
+    assert_close(flipped, (1 - high95, 1 - low95), cond=8, what="wilson_interval(70, 100)")
 
 
 # ---- evaluate -------------------------------------------------------------------------------
@@ -246,7 +255,7 @@ def test_evaluate_rows_metrics_and_errors() -> None:
     report = harness.evaluate(_predict, _DATASET, n_resamples=500)
     assert report.n == 6
     assert set(report.metrics) == {"exact_match"}
-    assert report.metrics["exact_match"] == pytest.approx(3 / 6, abs=1e-12)
+    assert_close(report.metrics["exact_match"], 3 / 6, what="evaluate(...).metrics['exact_match']")
     assert len(report.per_example) == 6
     assert [row["id"] for row in report.per_example] == [r["id"] for r in _DATASET]
     by_id = {row["id"]: row for row in report.per_example}
@@ -265,40 +274,37 @@ def test_evaluate_reports_a_ci_for_every_metric() -> None:
     report = harness.evaluate(_predict, _DATASET, metrics, n_resamples=300, seed=4)
     assert set(report.metrics) == set(report.ci) == {"em", "length"}
     lengths = [len(_ANSWERS[r["input"]]) if r["id"] != "q4" else 0 for r in _DATASET]
-    assert report.metrics["length"] == pytest.approx(float(np.mean(lengths)), abs=1e-12)
+    assert_close(report.metrics["length"], float(np.mean(lengths)), cond=6, what="evaluate(...).metrics['length']")
     for name in ("em", "length"):
         low, high = report.ci[name]
         assert low <= report.metrics[name] <= high
     assert report.ci == harness.evaluate(_predict, _DATASET, metrics, n_resamples=300, seed=4).ci
 
 
-# ---- errors ---------------------------------------------------------------------------------
+# ---- input checks (contract: the exception type only) -------------------------------------------
 
 
-def test_errors_name_the_argument() -> None:
-    with pytest.raises(ValueError, match="values"):
+@pytest.mark.contract
+def test_bad_arguments_raise() -> None:
+    with pytest.raises(ValueError):
         harness.bootstrap_ci(np.array([]))
     for bad in (0.0, 1.0, 1.5, -0.2):
-        with pytest.raises(ValueError, match="confidence"):
+        with pytest.raises(ValueError):
             harness.bootstrap_ci(np.ones(5), confidence=bad)
-    with pytest.raises(ValueError, match="n_resamples"):
+    with pytest.raises(ValueError):
         harness.bootstrap_ci(np.ones(5), n_resamples=0)
-    with pytest.raises(ValueError, match="scores_a|scores_b"):
+    with pytest.raises(ValueError):
         harness.paired_bootstrap(np.ones(5), np.ones(6))
-    with pytest.raises(ValueError, match="confidence"):
+    with pytest.raises(ValueError):
         harness.paired_bootstrap(np.ones(5), np.ones(5), confidence=1.0)
-    with pytest.raises(ValueError, match="n_resamples"):
+    with pytest.raises(ValueError):
         harness.paired_bootstrap(np.ones(5), np.ones(5), n_resamples=0)
-    with pytest.raises(ValueError, match="successes"):
-        harness.wilson_interval(11, 10)
-    with pytest.raises(ValueError, match="successes"):
-        harness.wilson_interval(-1, 10)
-    with pytest.raises(ValueError, match=r"\bn\b"):
-        harness.wilson_interval(0, 0)
-    with pytest.raises(ValueError, match="confidence"):
-        harness.wilson_interval(3, 10, confidence=0.0)
+    for successes, n, confidence in ((11, 10, 0.95), (-1, 10, 0.95), (0, 0, 0.95), (3, 10, 0.0)):
+        with pytest.raises(ValueError):
+            harness.wilson_interval(successes, n, confidence=confidence)
 
 
+@pytest.mark.contract
 def test_evaluate_validates_rows_before_predicting() -> None:
     calls: list[str] = []
 
@@ -307,6 +313,6 @@ def test_evaluate_validates_rows_before_predicting() -> None:
         return text
 
     rows = [{"id": "a", "input": "x", "target": "x"}, {"id": "b", "input": "y"}]
-    with pytest.raises(ValueError, match="dataset|target"):
+    with pytest.raises(ValueError):
         harness.evaluate(spy, rows)
     assert calls == []

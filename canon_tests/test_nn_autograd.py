@@ -9,9 +9,13 @@ import pytest
 import torch
 
 from canon_refs.nn import autograd
-from pytest_mlcanon.testing import assert_grad_matches
+from pytest_mlcanon.testing import assert_close, assert_grad_matches
 
 pytestmark = pytest.mark.canon("nn/autograd")
+
+# Tolerances: every value below is float64 arithmetic on numbers of size <= ~1e3; assert_close's few
+# ulps of the compared size (times the operation count where a chain is long) hold for any order of
+# evaluation; the quoted micrograd values are rounded to 16-17 significant digits.
 
 
 def _t(v: float) -> torch.Tensor:
@@ -46,25 +50,32 @@ def _micrograd_long(V, relu):
 def test_sanity_expression_matches_known_values_and_torch():
     x, y = _micrograd_sanity(autograd.Value, lambda v: v.relu())
     y.backward()
-    assert y.data == pytest.approx(-20.0, abs=1e-12)
-    assert x.grad == pytest.approx(46.0, abs=1e-12)
+    assert_close(y.data, -20.0, magnitude=100.0, what="sanity expression: y.data")
+    assert_close(x.grad, 46.0, magnitude=100.0, what="sanity expression: x.grad")
     xt, yt = _micrograd_sanity(_t, torch.relu)
     yt.backward()
-    assert y.data == pytest.approx(yt.item(), abs=1e-9)
-    assert x.grad == pytest.approx(xt.grad.item(), abs=1e-9)
+    assert_close(y.data, yt.item(), magnitude=100.0, what="sanity expression: y.data vs torch")
+    assert_close(x.grad, xt.grad.item(), magnitude=100.0, what="sanity expression: x.grad vs torch")
 
 
 def test_long_expression_matches_known_values_and_torch():
     a, b, g = _micrograd_long(autograd.Value, lambda v: v.relu())
     g.backward()
-    assert g.data == pytest.approx(24.70408163265306, abs=1e-9)
-    assert a.grad == pytest.approx(138.83381924198252, abs=1e-9)
-    assert b.grad == pytest.approx(645.5772594752186, abs=1e-9)
+    _assert_long_expression(g, a, b)
     at, bt, gt = _micrograd_long(_t, torch.relu)
     gt.backward()
-    assert g.data == pytest.approx(gt.item(), abs=1e-9)
-    assert a.grad == pytest.approx(at.grad.item(), abs=1e-9)
-    assert b.grad == pytest.approx(bt.grad.item(), abs=1e-9)
+    tol = {"magnitude": 1e3, "cond": 64}
+    assert_close(g.data, gt.item(), **tol, what="long expression: g.data vs torch")
+    assert_close(a.grad, at.grad.item(), **tol, what="long expression: a.grad vs torch")
+    assert_close(b.grad, bt.grad.item(), **tol, what="long expression: b.grad vs torch")
+
+
+def _assert_long_expression(g: autograd.Value, a: autograd.Value, b: autograd.Value) -> None:
+    # intermediate values reach ~1e3 and f = e**2 ~ 5e4 before the division: a few dozen roundings
+    tol = {"magnitude": 1e3, "cond": 64}
+    assert_close(g.data, 24.70408163265306, **tol, what="long expression: g.data")
+    assert_close(a.grad, 138.83381924198252, **tol, what="long expression: a.grad")
+    assert_close(b.grad, 645.5772594752186, **tol, what="long expression: b.grad")
 
 
 def test_in_place_operators_build_the_same_graph():
@@ -80,9 +91,7 @@ def test_in_place_operators_build_the_same_graph():
     g = (c - d) ** 2 / 2.0
     g += 10.0 / ((c - d) ** 2)
     g.backward()
-    assert g.data == pytest.approx(24.70408163265306, abs=1e-9)
-    assert a.grad == pytest.approx(138.83381924198252, abs=1e-9)
-    assert b.grad == pytest.approx(645.5772594752186, abs=1e-9)
+    _assert_long_expression(g, a, b)
 
 
 UNARY = {
@@ -116,8 +125,9 @@ def test_each_operation_matches_torch(name):
     xt = _t(x0)
     yt = torch_fn(xt)
     yt.backward()
-    assert y.data == pytest.approx(yt.item(), abs=1e-12)
-    assert x.grad == pytest.approx(xt.grad.item(), abs=1e-12)
+    assert x.data == x0  # the operand is not modified
+    assert_close(y.data, yt.item(), magnitude=max(abs(yt.item()), 1.0), cond=4, what=f"{name}: value")
+    assert_close(x.grad, xt.grad.item(), magnitude=max(abs(xt.grad.item()), 1.0), cond=4, what=f"{name}: grad")
 
 
 @pytest.mark.parametrize("op", ["+", "-", "*", "/"])
@@ -131,17 +141,18 @@ def test_binary_operations_match_torch(op):
     at, bt = _t(1.25), _t(-0.8)
     ot = f(at, bt)
     ot.backward()
-    assert out.data == pytest.approx(ot.item(), abs=1e-12)
-    assert (a.grad, b.grad) == pytest.approx((at.grad.item(), bt.grad.item()), abs=1e-12)
+    assert (a.data, b.data) == (1.25, -0.8)  # the operands are not modified
+    assert_close(out.data, ot.item(), magnitude=2.0, what=f"a {op} b: value")
+    assert_close([a.grad, b.grad], [at.grad.item(), bt.grad.item()], magnitude=2.0, what=f"a {op} b: grads")
 
 
 def test_node_used_twice_accumulates():
     a = autograd.Value(3.0)
     (a * a).backward()
-    assert a.grad == pytest.approx(6.0, abs=1e-12)
+    assert_close(a.grad, 6.0, what="d(a * a)/da")
     b = autograd.Value(3.0)
     (b + b).backward()
-    assert b.grad == pytest.approx(2.0, abs=1e-12)
+    assert_close(b.grad, 2.0, what="d(b + b)/db")
 
 
 def test_diamond_graph_accumulates():
@@ -156,8 +167,8 @@ def test_diamond_graph_accumulates():
     top.backward()
     at, tt = build(_t)
     tt.backward()
-    assert top.data == pytest.approx(tt.item(), abs=1e-12)
-    assert a.grad == pytest.approx(at.grad.item(), abs=1e-12)
+    assert_close(top.data, tt.item(), magnitude=abs(tt.item()), cond=8, what="diamond graph: value")
+    assert_close(a.grad, at.grad.item(), magnitude=abs(at.grad.item()), cond=8, what="diamond graph: grad")
 
 
 def test_chain_of_ten_thousand_additions():
@@ -166,8 +177,9 @@ def test_chain_of_ten_thousand_additions():
     for _ in range(10_000):
         total = total + x
     total.backward()
-    assert total.data == pytest.approx(10_001 * 0.5, abs=1e-9)
-    assert x.grad == pytest.approx(10_001.0, abs=1e-9)
+    # sums of halves and ones up to 1e4 are exact in float64
+    assert_close(total.data, 10_001 * 0.5, what="chain of 10 000 additions: value")
+    assert_close(x.grad, 10_001.0, what="chain of 10 000 additions: grad")
     total.zero_grad()
     assert x.grad == 0.0
     deep = autograd.Value(1.0)
@@ -175,7 +187,7 @@ def test_chain_of_ten_thousand_additions():
     for _ in range(10_000):
         y = y * 1.0001
     y.backward()
-    assert deep.grad == pytest.approx(1.0001**10_000, rel=1e-9)
+    assert_close(deep.grad, 1.0001**10_000, cond=10_000, what="chain of 10 000 products: grad")
 
 
 def test_topological_order_puts_inputs_first():
@@ -204,14 +216,13 @@ def test_backward_twice_doubles_leaf_grads_only():
     out.backward()
     first = (x.grad, w.grad, hidden.grad, out.grad)
     out.backward()
-    assert x.grad == pytest.approx(2 * first[0], abs=1e-12)
-    assert w.grad == pytest.approx(2 * first[1], abs=1e-12)
-    assert hidden.grad == pytest.approx(first[2], abs=1e-12)
+    assert_close([x.grad, w.grad], [2 * first[0], 2 * first[1]], magnitude=4.0, what="leaf grads after two backward calls")
+    assert_close(hidden.grad, first[2], magnitude=4.0, what="interior grad after two backward calls")
     assert out.grad == 1.0
     out.zero_grad()
     assert (x.grad, w.grad, hidden.grad, out.grad) == (0.0, 0.0, 0.0, 0.0)
     out.backward()
-    assert (x.grad, w.grad) == pytest.approx(first[:2], abs=1e-12)
+    assert_close([x.grad, w.grad], list(first[:2]), magnitude=4.0, what="leaf grads after zero_grad")
 
 
 def test_finite_differences_through_every_operation():
@@ -253,11 +264,11 @@ def test_sigmoid_saturates_without_overflow():
     hi = autograd.Value(1000.0)
     lo = autograd.Value(-1000.0)
     s_hi, s_lo = hi.sigmoid(), lo.sigmoid()
-    assert s_hi.data == 1.0
-    assert s_lo.data == 0.0
+    assert_close(s_hi.data, 1.0, what="sigmoid(1000)")
+    assert_close(s_lo.data, 0.0, magnitude=1.0, what="sigmoid(-1000)")
     (s_hi + s_lo).backward()
-    assert hi.grad == 0.0 and lo.grad == 0.0
     assert math.isfinite(hi.grad) and math.isfinite(lo.grad)
+    assert_close([hi.grad, lo.grad], [0.0, 0.0], magnitude=1.0, what="sigmoid'(+-1000)")
 
 
 @pytest.mark.numerics_probe
@@ -265,20 +276,27 @@ def test_tanh_saturates():
     x = autograd.Value(-400.0)
     y = x.tanh()
     y.backward()
-    assert y.data == -1.0 and x.grad == 0.0
+    assert_close(y.data, -1.0, what="tanh(-400)")
+    assert_close(x.grad, 0.0, magnitude=1.0, what="tanh'(-400)")
 
 
+# ---- input checks (contract: the exception type only) -------------------------------------------
+
+
+@pytest.mark.contract
 @pytest.mark.parametrize("bad", [0.0, -2.0])
 def test_log_of_non_positive_raises(bad):
-    with pytest.raises(ValueError, match="log"):
+    with pytest.raises(ValueError):
         autograd.Value(bad).log()
 
 
+@pytest.mark.contract
 def test_value_power_value_raises_type_error():
     with pytest.raises(TypeError):
         autograd.Value(2.0) ** autograd.Value(3.0)
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize("bad", ["3", None, [1.0]])
 def test_non_numeric_data_raises_type_error(bad):
     with pytest.raises(TypeError):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from canon_refs.optim import optimizers as optim
-from pytest_mlcanon.testing import rng
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, rng
 
 
 class _Quadratic:
@@ -34,8 +34,12 @@ def _run_numpy(opt_cls, quad: _Quadratic, n_steps: int, **kwargs) -> list[list[n
     params = quad.params()
     opt = opt_cls(params, **kwargs)
     trajectory = []
-    for _ in range(n_steps):
-        opt.step(quad.grads(params))
+    for step in range(n_steps):
+        grads = quad.grads(params)
+        if step == 0:  # grads are read only: an optimizer never writes into them
+            call_leaves_inputs_unchanged(opt.step, grads)
+        else:
+            opt.step(grads)
         trajectory.append([p.copy() for p in params])
     return trajectory
 
@@ -54,6 +58,10 @@ def _run_torch(torch, opt_name: str, quad: _Quadratic, n_steps: int, **kwargs) -
 
 
 def _assert_trajectories_close(ours, ref, atol: float, rtol: float = 0.0) -> None:
+    # Fixed tolerances: parameters of size <= 10 after <= 50 steps of a contracting (lr * curvature < 1)
+    # recurrence; a different but equally good evaluation order (p * (1 - lr * wd) vs p - lr * wd * p,
+    # sqrt(v / c2) vs sqrt(v) / sqrt(c2)) costs a few ulps per step, ~1e-13 after 50 steps: 1e-12 is
+    # above that and still 1e4 times below any real difference (a missing bias correction, eps inside).
     for step, (a, b) in enumerate(zip(ours, ref)):
         for p, q in zip(a, b):
             np.testing.assert_allclose(p, q, atol=atol, rtol=rtol, err_msg=f"step {step + 1}")
@@ -78,38 +86,38 @@ class TestSGD:
         expected = [-0.1, -0.29, -0.561]  # v = 1, 1.9, 2.71
         for value in expected:
             opt.step([np.ones(1)])
-            assert abs(p[0] - value) <= 1e-12
+            assert_close(p, np.array([value]), cond=4, what="SGD(momentum=0.9) parameter")
 
     def test_first_momentum_step_uses_the_gradient(self):
         p = np.array([1.0, -2.0])
         opt = optim.SGD([p], lr=0.5, momentum=0.9)
         opt.step([np.array([0.2, 0.4])])
-        np.testing.assert_allclose(p, [0.9, -2.2], atol=1e-15)
+        assert_close(p, np.array([0.9, -2.2]), what="SGD first momentum step")
 
     def test_nesterov_closed_form(self):
         p = np.zeros(1)
         opt = optim.SGD([p], lr=0.1, momentum=0.9, nesterov=True)
         opt.step([np.ones(1)])  # v = 1, update = 1 + 0.9 * 1
-        assert abs(p[0] + 0.19) <= 1e-15
+        assert_close(p, np.array([-0.19]), what="SGD(nesterov) step 1")
         opt.step([np.ones(1)])  # v = 1.9, update = 1 + 0.9 * 1.9
-        assert abs(p[0] + 0.19 + 0.271) <= 1e-15
+        assert_close(p, np.array([-0.19 - 0.271]), cond=2, what="SGD(nesterov) step 2")
 
     def test_plain_sgd_is_exactly_p_minus_lr_g(self):
         g = rng(2)
         params = [g.normal(size=(4, 3)), g.normal(size=7)]
         start = [p.copy() for p in params]
         grads = [g.normal(size=(4, 3)), g.normal(size=7)]
-        optim.SGD(params, lr=0.3).step(grads)
+        call_leaves_inputs_unchanged(optim.SGD(params, lr=0.3).step, grads)
         for p, p0, gr in zip(params, start, grads):
-            np.testing.assert_array_equal(p, p0 - 0.3 * gr)
+            assert_close(p, p0 - 0.3 * gr, magnitude=float(np.abs(p0).max() + 0.3 * np.abs(gr).max()),
+                         what="SGD(lr=0.3).step")
 
-    def test_updates_in_place_and_keeps_identity(self):
+    def test_updates_the_callers_arrays_in_place(self):
         p = np.ones(3)
-        ident = id(p)
         opt = optim.SGD([p], lr=0.5)
         opt.step([np.ones(3)])
-        assert id(opt.params[0]) == ident
-        np.testing.assert_array_equal(p, [0.5, 0.5, 0.5])
+        opt.step([np.ones(3)])
+        assert_close(p, np.zeros(3), magnitude=1.0, what="the caller's parameter after two SGD steps")
 
     def test_lr_is_read_at_every_step(self):
         p = np.zeros(1)
@@ -117,7 +125,7 @@ class TestSGD:
         opt.step([np.ones(1)])  # v = 1, p = -0.1
         opt.lr = 0.01
         opt.step([np.ones(1)])  # v = 1.9, p = -0.1 - 0.019
-        assert abs(p[0] + 0.119) <= 1e-15
+        assert_close(p, np.array([-0.119]), cond=2, what="SGD after lr 0.1 -> 0.01")
 
     def test_lr_schedule_matches_torch(self):
         torch = pytest.importorskip("torch")
@@ -135,33 +143,33 @@ class TestSGD:
                 tp.grad = torch.from_numpy(g)
             topt.step()
         for p, tp in zip(params, tparams):
-            np.testing.assert_allclose(p, tp.detach().numpy(), atol=1e-12, rtol=0)
+            np.testing.assert_allclose(p, tp.detach().numpy(), atol=1e-12, rtol=0)  # see _assert_trajectories_close
 
     def test_weight_decay_is_coupled_into_the_gradient(self):
         p = np.array([2.0])
         optim.SGD([p], lr=0.1, weight_decay=0.5).step([np.array([1.0])])
-        assert abs(p[0] - (2.0 - 0.1 * (1.0 + 0.5 * 2.0))) <= 1e-15
+        assert_close(p, np.array([2.0 - 0.1 * (1.0 + 0.5 * 2.0)]), what="SGD(weight_decay=0.5).step")
 
     # ---- global grad-norm clip (seed 002) ----
 
     def test_clip_three_four_example(self):
         grads = [np.array([3.0, 4.0])]
         norm = optim.clip_grad_norm(grads, max_norm=1.0)
-        assert norm == 5.0 and isinstance(norm, float)
-        np.testing.assert_allclose(grads[0], [0.6, 0.8], atol=1e-15, rtol=0)
+        assert isinstance(norm, float)
+        assert_close(norm, 5.0, what="clip_grad_norm(...) return value")
+        _assert_clipped(grads[0], np.array([0.6, 0.8]), norm, "clip_grad_norm([3, 4], 1)")
 
     def test_clip_is_a_cap_not_a_normalisation(self):
         grads = [np.array([0.3, 0.4])]
         norm = optim.clip_grad_norm(grads, max_norm=1.0)
-        assert abs(norm - 0.5) <= 1e-15
+        assert_close(norm, 0.5, what="clip_grad_norm(...) return value")
         np.testing.assert_array_equal(grads[0], [0.3, 0.4])
 
     def test_clip_is_global_across_arrays(self):
         grads = [np.array([3.0]), np.array([4.0])]
         norm = optim.clip_grad_norm(grads, max_norm=1.0)
-        assert norm == 5.0
-        np.testing.assert_allclose(grads[0], [0.6], atol=1e-15, rtol=0)
-        np.testing.assert_allclose(grads[1], [0.8], atol=1e-15, rtol=0)
+        assert_close(norm, 5.0, what="clip_grad_norm(...) return value")
+        _assert_clipped(np.concatenate(grads), np.array([0.6, 0.8]), norm, "clip_grad_norm([[3], [4]], 1)")
 
     @pytest.mark.edge_case
     def test_clip_all_zero_gradients(self):
@@ -174,17 +182,19 @@ class TestSGD:
         grads = [np.array([0.6, 0.8]), np.zeros(2)]
         before = [g.copy() for g in grads]
         norm = optim.clip_grad_norm(grads, max_norm=1.0)
-        assert abs(norm - 1.0) <= 1e-15
+        assert_close(norm, 1.0, what="clip_grad_norm(...) return value")
         for g, b in zip(grads, before):
-            np.testing.assert_allclose(g, b, atol=1e-15, rtol=0)
+            _assert_clipped(g, b, 1.0, "clip_grad_norm at the cap")
 
     @pytest.mark.numerics_probe
-    def test_clip_norm_of_huge_gradients_does_not_overflow(self):
-        grads = [np.array([3e200]), np.array([4e200])]
+    def test_clip_norm_of_large_gradients_is_exact(self):
+        # 1e150 squared is 1e300, still finite: the plain sqrt(sum g^2) that torch computes is exact
+        # here (gradients beyond ~1e154 overflow it, in torch too, and are not required to work)
+        grads = [np.array([3e150]), np.array([4e150])]
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             norm = optim.clip_grad_norm(grads, max_norm=1.0)
-        assert np.isfinite(norm) and abs(norm / 5e200 - 1.0) <= 1e-15
-        np.testing.assert_allclose(np.concatenate(grads), [0.6, 0.8], atol=1e-15, rtol=0)
+        assert_close(norm, 5e150, what="clip_grad_norm(large grads) return value")
+        _assert_clipped(np.concatenate(grads), np.array([0.6, 0.8]), norm, "clip_grad_norm(large grads)")
 
     def test_clip_matches_torch(self):
         torch = pytest.importorskip("torch")
@@ -197,45 +207,41 @@ class TestSGD:
                 tp.grad = torch.from_numpy(gr.copy())
             ref_norm = float(torch.nn.utils.clip_grad_norm_(tparams, max_norm=2.0))
             norm = optim.clip_grad_norm(grads, max_norm=2.0)
-            assert abs(norm - ref_norm) <= 1e-12
+            assert_close(norm, ref_norm, cond=24, what="clip_grad_norm(...) vs torch")
             clipped = np.sqrt(sum(float(np.sum(x * x)) for x in grads))
-            assert clipped <= 2.0 + 1e-12
+            assert clipped <= 2.0 * (1 + 1e-12)
             for gr, tp in zip(grads, tparams):
-                np.testing.assert_allclose(gr, tp.grad.numpy(), atol=1e-6, rtol=0)
+                _assert_clipped(gr, tp.grad.numpy(), norm, "clip_grad_norm(...) vs torch")
 
-    def test_clip_errors(self):
-        with pytest.raises(ValueError, match="max_norm"):
-            optim.clip_grad_norm([np.ones(2)], max_norm=0.0)
-        with pytest.raises(ValueError, match="max_norm"):
-            optim.clip_grad_norm([np.ones(2)], max_norm=-1.0)
-        with pytest.raises(ValueError, match="max_norm"):
-            optim.clip_grad_norm([np.ones(2)], max_norm=float("inf"))
-        with pytest.raises(ValueError, match="max_norm"):
-            optim.clip_grad_norm([np.ones(2)], max_norm=float("nan"))
+    # ---- input checks (contract: the exception type only) ----
+
+    @pytest.mark.contract
+    @pytest.mark.parametrize("max_norm", [0.0, -1.0, float("inf"), float("nan")])
+    def test_clip_rejects_bad_max_norm(self, max_norm):
+        with pytest.raises(ValueError):
+            optim.clip_grad_norm([np.ones(2)], max_norm=max_norm)
+
+    @pytest.mark.contract
+    def test_clip_rejects_non_finite_grads_before_clipping(self):
         grads = [np.array([30.0, 40.0]), np.array([np.nan])]
-        with pytest.raises(ValueError, match="grads"):
+        with pytest.raises(ValueError):
             optim.clip_grad_norm(grads, max_norm=1.0)
         np.testing.assert_array_equal(grads[0], [30.0, 40.0])  # untouched: validation came first
-        with pytest.raises(ValueError, match="grads"):
+        with pytest.raises(ValueError):
             optim.clip_grad_norm([np.array([np.inf, 1.0])], max_norm=1.0)
 
-    # ---- errors ----
-
+    @pytest.mark.contract
     @pytest.mark.parametrize(
-        ("kwargs", "arg"),
-        [
-            ({"lr": 0.0}, "lr"),
-            ({"lr": -0.1}, "lr"),
-            ({"lr": 0.1, "momentum": 1.0}, "momentum"),
-            ({"lr": 0.1, "momentum": -0.1}, "momentum"),
-            ({"lr": 0.1, "nesterov": True}, "nesterov"),
-            ({"lr": 0.1, "weight_decay": -1e-3}, "weight_decay"),
-        ],
+        "kwargs",
+        [{"lr": 0.0}, {"lr": -0.1}, {"lr": 0.1, "momentum": 1.0}, {"lr": 0.1, "momentum": -0.1},
+         {"lr": 0.1, "nesterov": True}, {"lr": 0.1, "weight_decay": -1e-3}],
+        ids=["lr0", "lr-", "momentum1", "momentum-", "nesterov", "weight_decay"],
     )
-    def test_invalid_hyperparameters_raise(self, kwargs, arg):
-        with pytest.raises(ValueError, match=arg):
+    def test_invalid_hyperparameters_raise(self, kwargs):
+        with pytest.raises(ValueError):
             optim.SGD([np.zeros(2)], **kwargs)
 
+    @pytest.mark.contract
     def test_grads_mismatch_raises_before_any_mutation(self):
         params, clean = [np.ones(3), np.ones((2, 2))], [np.ones(3), np.ones((2, 2))]
         opt = optim.SGD(params, lr=0.1, momentum=0.9)
@@ -243,9 +249,9 @@ class TestSGD:
         for o in (opt, ref):
             o.step([np.ones(3), np.full((2, 2), 2.0)])
         snapshot = [p.copy() for p in params]
-        with pytest.raises(ValueError, match="grads"):
+        with pytest.raises(ValueError):
             opt.step([np.ones(3)])
-        with pytest.raises(ValueError, match="grads"):
+        with pytest.raises(ValueError):
             opt.step([np.ones(3), np.ones((2, 3))])
         for p, s in zip(params, snapshot):
             np.testing.assert_array_equal(p, s)
@@ -254,6 +260,13 @@ class TestSGD:
             o.step([np.ones(3), np.full((2, 2), 2.0)])
         for p, q in zip(params, clean):
             np.testing.assert_array_equal(p, q)
+
+
+def _assert_clipped(got: np.ndarray, expected: np.ndarray, norm: float, what: str) -> None:
+    """Clipped gradients: scaled by max_norm / norm, or by torch's max_norm / (norm + 1e-6) (the stub
+    accepts both), i.e. within 1e-6 / norm relative, plus a few ulps."""
+    np.testing.assert_allclose(got, expected, rtol=1e-6 / max(norm, 1e-300) + 16 * np.finfo(np.float64).eps,
+                               atol=0, err_msg=what)
 
 
 class TestAdam:
@@ -274,8 +287,7 @@ class TestAdam:
         opt = optim.Adam([p], lr=0.1)
         g = np.array([1.0, -2.0])
         opt.step([g])
-        np.testing.assert_allclose(p, -0.1 * g / (np.abs(g) + 1e-8), atol=1e-15, rtol=0)
-        np.testing.assert_allclose(np.abs(p), [0.1, 0.1], atol=1e-8, rtol=0)
+        assert_close(p, -0.1 * g / (np.abs(g) + 1e-8), cond=4, what="Adam first step")
         assert opt.t == 1
 
     def test_step_counter_and_moments(self):
@@ -283,26 +295,26 @@ class TestAdam:
         opt = optim.Adam([p], lr=0.1, betas=(0.5, 0.75))
         opt.step([np.array([2.0])])
         assert opt.t == 1
-        np.testing.assert_allclose(p, [-0.1 * 2.0 / (2.0 + 1e-8)], atol=1e-15)
+        assert_close(p, np.array([-0.1 * 2.0 / (2.0 + 1e-8)]), cond=4, what="Adam step 1")
         p[0] = -0.1  # the parameter's value does not enter the update without weight decay
         opt.step([np.array([4.0])])
         assert opt.t == 2
         m = 0.5 * (0.5 * 2.0) + 0.5 * 4.0  # 2.5
         v = 0.75 * (0.25 * 4.0) + 0.25 * 16.0  # 4.75
         second = 0.1 * (m / 0.75) / (np.sqrt(v / (1 - 0.75**2)) + 1e-8)
-        np.testing.assert_allclose(p, [-0.1 - second], atol=1e-12)
+        assert_close(p, np.array([-0.1 - second]), cond=8, what="Adam step 2")
 
     def test_adam_and_adamw_agree_without_weight_decay(self):
         quad = _Quadratic(seed=6)
         a = _run_numpy(optim.Adam, quad, 30, lr=0.02)
         b = _run_numpy(optim.AdamW, quad, 30, lr=0.02, weight_decay=0.0)
-        _assert_trajectories_close(a, b, atol=1e-15)
+        _assert_trajectories_close(a, b, atol=1e-12)
 
     def test_default_weight_decay(self):
         p, q = np.ones(1), np.ones(1)
         optim.AdamW([p]).step([np.zeros(1)])  # lr 1e-3, wd 1e-2
         optim.Adam([q]).step([np.zeros(1)])  # wd 0
-        np.testing.assert_allclose(p, [1.0 - 1e-3 * 1e-2], rtol=1e-15, atol=0)
+        assert_close(p, np.array([1.0 - 1e-3 * 1e-2]), what="AdamW() default weight decay")
         np.testing.assert_array_equal(q, [1.0])
 
     def test_adamw_zero_gradient_shrinks_by_exactly_one_minus_lr_wd(self):
@@ -313,15 +325,15 @@ class TestAdam:
             before = [p.copy() for p in params]
             opt.step([np.zeros((3, 2)), np.zeros(4)])
             for p, b in zip(params, before):
-                np.testing.assert_allclose(p, b * (1.0 - 0.1 * 0.05), rtol=1e-15, atol=0)
+                assert_close(p, b * (1.0 - 0.1 * 0.05), what="AdamW zero-gradient step")
 
     def test_adam_coupled_decay_differs_from_adamw(self):
         p_adam, p_adamw = np.array([1.0]), np.array([1.0])
         optim.Adam([p_adam], lr=0.1, weight_decay=0.05).step([np.zeros(1)])
         optim.AdamW([p_adamw], lr=0.1, weight_decay=0.05).step([np.zeros(1)])
         # coupled: g = 0.05, normalised to a full lr step; decoupled: shrink by 0.5%
-        np.testing.assert_allclose(p_adam, [1.0 - 0.1 * 0.05 / (0.05 + 1e-8)], atol=1e-12)
-        np.testing.assert_allclose(p_adamw, [0.995], atol=1e-15)
+        assert_close(p_adam, np.array([1.0 - 0.1 * 0.05 / (0.05 + 1e-8)]), cond=4, what="Adam(weight_decay) step")
+        assert_close(p_adamw, np.array([0.995]), what="AdamW(weight_decay) step")
 
     @pytest.mark.numerics_probe
     def test_gradient_scale_invariance(self):
@@ -330,6 +342,8 @@ class TestAdam:
         scaled_quad = _Quadratic(seed=8, scale=1000.0)
         scaled_quad.init = quad.init
         scaled = _run_numpy(optim.Adam, scaled_quad, 20, lr=0.01)
+        # Adam's step is invariant to the gradient scale but for eps: 1e-8 against sqrt(v) ~ 1 moves a
+        # step by ~1e-8 relative, so 20 steps stay far inside 1e-5
         for a, b in zip(base, scaled):
             for p, q in zip(a, b):
                 assert np.max(np.abs(p - q)) <= 1e-5 * np.max(np.abs(p))
@@ -353,24 +367,24 @@ class TestAdam:
         a.lr = 0.01
         a.step([np.ones(1)])
         b.step([np.ones(1)])
-        assert abs((p1[0] - after_one) - 0.1 * (p2[0] - after_one)) <= 1e-15
+        assert_close(p1[0] - after_one, 0.1 * (p2[0] - after_one), magnitude=0.2, cond=4,
+                     what="Adam step after lr 0.1 -> 0.01")
 
+    # ---- input checks (contract: the exception type only) ----
+
+    @pytest.mark.contract
     @pytest.mark.parametrize("cls", ["Adam", "AdamW"])
     @pytest.mark.parametrize(
-        ("kwargs", "arg"),
-        [
-            ({"lr": 0.0}, "lr"),
-            ({"lr": -1e-3}, "lr"),
-            ({"betas": (1.0, 0.999)}, "betas"),
-            ({"betas": (0.9, -0.1)}, "betas"),
-            ({"eps": 0.0}, "eps"),
-            ({"weight_decay": -0.1}, "weight_decay"),
-        ],
+        "kwargs",
+        [{"lr": 0.0}, {"lr": -1e-3}, {"betas": (1.0, 0.999)}, {"betas": (0.9, -0.1)}, {"eps": 0.0},
+         {"weight_decay": -0.1}],
+        ids=["lr0", "lr-", "beta1", "beta2", "eps", "weight_decay"],
     )
-    def test_invalid_hyperparameters_raise(self, cls, kwargs, arg):
-        with pytest.raises(ValueError, match=arg):
+    def test_invalid_hyperparameters_raise(self, cls, kwargs):
+        with pytest.raises(ValueError):
             getattr(optim, cls)([np.zeros(2)], **kwargs)
 
+    @pytest.mark.contract
     @pytest.mark.parametrize("cls", ["Adam", "AdamW"])
     def test_grads_mismatch_raises_before_any_mutation(self, cls):
         params = [np.ones(3), np.ones((2, 2))]
@@ -380,9 +394,9 @@ class TestAdam:
         for o in (opt, ref):
             o.step([np.ones(3), np.full((2, 2), -2.0)])
         snapshot = [p.copy() for p in params]
-        with pytest.raises(ValueError, match="grads"):
+        with pytest.raises(ValueError):
             opt.step([np.ones(3), np.ones((2, 2)), np.ones(1)])
-        with pytest.raises(ValueError, match="grads"):
+        with pytest.raises(ValueError):
             opt.step([np.ones(4), np.ones((2, 2))])
         assert opt.t == 1
         for p, s in zip(params, snapshot):

@@ -15,11 +15,20 @@ import torch.nn.functional as F
 
 from canon_refs.posttrain import dpo
 from canon_tests._toy_lm import ToyCausalLM
-from pytest_mlcanon.testing import TOL, assert_low_precision_matches, randn
+from pytest_mlcanon.testing import (
+    assert_close,
+    assert_low_precision_matches,
+    call_leaves_inputs_unchanged,
+    randn,
+)
 
 pytestmark = pytest.mark.canon("posttrain/dpo")
 
 BETA = 0.1
+# The seed's sequence log-probabilities are about 13 in size. Every quantity DPO derives from them (the
+# log-ratios, the margin, the loss, the weight, the gradient) inherits a rounding error of a few ulps of
+# that size, whatever the evaluation order, so the float64 checks compare at magnitude 13.
+LOGP_SCALE = 13.0
 PAIR_I = (-12.0, -11.5, -13.0, -10.8)
 PAIR_II = (-12.0, -11.5, -12.8, -11.65)
 
@@ -42,10 +51,10 @@ BATCH_WEIGHTS = [0.45760205922564906, 0.4837557189379275, 0.5374298453437495]
 COMPLETION_MASK = torch.tensor([[1, 1, 1, 1, 0]] * 3)
 
 
-def _close(value: torch.Tensor | float, expected: float | list[float], atol: float = TOL.EXACT64.atol) -> None:
-    got = torch.as_tensor(value, dtype=torch.float64)
-    want = torch.as_tensor(expected, dtype=torch.float64)
-    torch.testing.assert_close(got, want, atol=atol, rtol=0.0)
+def _close(value: torch.Tensor | float, expected: float | list[float], what: str,
+           magnitude: float = LOGP_SCALE) -> None:
+    assert_close(torch.as_tensor(value), torch.as_tensor(expected, dtype=torch.float64), magnitude=magnitude,
+                 what=what)
 
 
 def _batch_sequence_logps() -> dict[str, torch.Tensor]:
@@ -69,43 +78,37 @@ def _batch_sequence_logps() -> dict[str, torch.Tensor]:
 )
 def test_seed_pairs_closed_form(pair, beta, margin, loss, weight):
     out = dpo.dpo_loss(*pair, beta=beta)
-    _close(out.margin, margin)
-    _close(out.losses, loss)
-    _close(out.loss, loss)
-    _close(out.weight, weight)
+    _close(out.margin, margin, "dpo_loss(seed pair).margin")
+    _close(out.losses, loss, "dpo_loss(seed pair).losses")
+    _close(out.loss, loss, "dpo_loss(seed pair).loss")
+    _close(out.weight, weight, "dpo_loss(seed pair).weight")
     assert out.margin.shape == () and out.loss.shape == ()
-    assert out.margin.dtype == torch.float64
+    assert out.margin.dtype == torch.float64, "Python-number inputs are computed in float64"
     assert bool(out.accuracy)
     pc, pr, rc, rr = pair
-    _close(out.chosen_rewards, beta * (pc - rc))
-    _close(out.rejected_rewards, beta * (pr - rr))
-    _close(out.margin, out.chosen_rewards - out.rejected_rewards)
-    # loss = -log sigmoid(margin) and weight = sigmoid(-margin) = 1 - exp(-loss)
-    _close(out.loss, -math.log(1.0 / (1.0 + math.exp(-margin))))
-    _close(out.weight, -math.expm1(-loss))
+    _close(out.chosen_rewards, beta * (pc - rc), "dpo_loss(seed pair).chosen_rewards")
+    _close(out.rejected_rewards, beta * (pr - rr), "dpo_loss(seed pair).rejected_rewards")
 
 
 def test_positional_order_matches_capstone():
     by_position = dpo.dpo_loss(*PAIR_I, 0.5)
     by_name = dpo.dpo_loss(policy_chosen=-12.0, policy_rejected=-11.5, ref_chosen=-13.0, ref_rejected=-10.8, beta=0.5)
     assert torch.equal(by_position.loss, by_name.loss)
-    _close(by_position.margin, 0.8499999999999996)
+    _close(by_position.margin, 0.8499999999999996, "dpo_loss(*pair_I, 0.5).margin")
 
 
 def test_three_pair_batch_from_token_logps():
     seqs = _batch_sequence_logps()
     for name, expected in SEQUENCE_LOGPS.items():
-        _close(seqs[name], expected, atol=1e-14)
+        _close(seqs[name], expected, f"masked_sequence_logprob({name} token log-probs)")
         assert seqs[name].shape == (3,) and seqs[name].dtype == torch.float64
     out = dpo.dpo_loss(seqs["policy_chosen"], seqs["policy_rejected"], seqs["ref_chosen"], seqs["ref_rejected"], BETA)
-    _close(out.losses, BATCH_LOSSES)
-    _close(out.margin, BATCH_MARGINS)
-    _close(out.margin[2], -0.15000000000000002)
-    _close(out.weight[2], 0.5374298453437495)
-    _close(out.weight, BATCH_WEIGHTS)
+    _close(out.losses, BATCH_LOSSES, "dpo_loss(three pairs).losses")
+    _close(out.margin, BATCH_MARGINS, "dpo_loss(three pairs).margin")
+    _close(out.weight, BATCH_WEIGHTS, "dpo_loss(three pairs).weight")
     assert out.accuracy.dtype == torch.bool
     assert out.accuracy.tolist() == [True, True, False]
-    _close(out.loss, 0.681295866424758)
+    _close(out.loss, 0.681295866424758, "dpo_loss(three pairs).loss")
     assert out.loss.shape == () and out.losses.shape == (3,)
 
 
@@ -117,6 +120,16 @@ def test_masked_entries_cannot_leak(sentinel):
         mutated[:, 4] = sentinel
         got = dpo.masked_sequence_logprob(mutated, COMPLETION_MASK.bool())
         assert torch.equal(got, clean[name]), f"{name}: masked sentinel {sentinel} changed the sums"
+
+
+def test_inputs_are_left_unchanged():
+    values = torch.tensor(TOKEN_LOGPS["policy_chosen"], dtype=torch.float64)
+    values[0, 4] = float("nan")
+    call_leaves_inputs_unchanged(dpo.masked_sequence_logprob, values, COMPLETION_MASK.bool())
+    seqs = [torch.tensor(SEQUENCE_LOGPS[name], dtype=torch.float64) for name in SEQUENCE_LOGPS]
+    call_leaves_inputs_unchanged(dpo.dpo_loss, *seqs, beta=BETA)
+    logits = randn(2, 3, 5, seed=8, dtype=torch.float64)
+    call_leaves_inputs_unchanged(dpo.token_logprobs, logits, torch.tensor([[0, 4, 2], [1, 1, 3]]))
 
 
 def test_masked_sum_gradient_reaches_active_entries_only():
@@ -141,37 +154,57 @@ def test_gradient_wrt_sequence_logps():
     out.loss.backward()
     B = 3
     weight = torch.tensor(BATCH_WEIGHTS, dtype=torch.float64)
-    _close(seqs["policy_chosen"].grad, (-BETA * weight / B).tolist())
-    _close(seqs["policy_rejected"].grad, (BETA * weight / B).tolist())
-    _close(seqs["ref_chosen"].grad, (BETA * weight / B).tolist())
-    _close(seqs["ref_rejected"].grad, (-BETA * weight / B).tolist())
+    _close(seqs["policy_chosen"].grad, (-BETA * weight / B).tolist(), "d loss / d policy_chosen")
+    _close(seqs["policy_rejected"].grad, (BETA * weight / B).tolist(), "d loss / d policy_rejected")
+    _close(seqs["ref_chosen"].grad, (BETA * weight / B).tolist(), "d loss / d ref_chosen")
+    _close(seqs["ref_rejected"].grad, (-BETA * weight / B).tolist(), "d loss / d ref_rejected")
 
 
 def test_float32_inputs_stay_float32_and_broadcast():
-    pc = torch.tensor(SEQUENCE_LOGPS["policy_chosen"])
-    out = dpo.dpo_loss(pc, -11.5, torch.tensor(SEQUENCE_LOGPS["ref_chosen"]), -11.0, beta=0.1)
+    pc = torch.tensor(SEQUENCE_LOGPS["policy_chosen"], dtype=torch.float64)
+    rc = torch.tensor(SEQUENCE_LOGPS["ref_chosen"], dtype=torch.float64)
+    expected = F.softplus(-(0.1 * ((pc - rc) - (-0.5))))
+    out = dpo.dpo_loss(pc.float(), -11.5, rc.float(), -11.0, beta=0.1)
     assert out.losses.dtype == torch.float32 and out.loss.dtype == torch.float32
     for field in (out.losses, out.margin, out.chosen_rewards, out.rejected_rewards, out.weight, out.accuracy):
         assert field.shape == (3,)
-    torch.testing.assert_close(out.rejected_rewards, torch.full((3,), -0.05), **TOL.TORCH_OP.kw())
-    expected = F.softplus(-(0.1 * ((pc - torch.tensor(SEQUENCE_LOGPS["ref_chosen"])) - (-0.5))))
-    torch.testing.assert_close(out.losses, expected, **TOL.TORCH_OP.kw())
+    assert_close(out.rejected_rewards, torch.full((3,), -0.05), magnitude=LOGP_SCALE,
+                 what="dpo_loss(float32 (3,), -11.5, float32 (3,), -11.0).rejected_rewards")
+    assert_close(out.losses, expected, magnitude=LOGP_SCALE,
+                 what="dpo_loss(float32 (3,), -11.5, float32 (3,), -11.0).losses")
+
+
+@pytest.mark.numerics_probe
+def test_confident_float32_pairs_keep_exact_losses():
+    # Long completions differ by hundreds of nats, so margins of +-150 (beta 0.1) occur in training. The
+    # loss is exact there in float32: -log(sigmoid(-150)) would be -log(0) = inf. A second probe, beside the
+    # float64 extremes below, so that log(sigmoid) is caught by more than one test (the rubric corpus
+    # labels it a numerics mistake, so it is a probe rather than a Correctness check).
+    margins = torch.tensor([-150.0, -120.0, -60.0, -20.0, 0.0, 20.0, 60.0, 150.0], dtype=torch.float64)
+    policy_chosen = (margins / BETA).float()
+    zeros = torch.zeros(8)
+    want_margin = BETA * policy_chosen.double()
+    out = dpo.dpo_loss(policy_chosen, zeros, zeros, zeros, beta=BETA)
+    what = "dpo_loss(float32 log-probs, beta=0.1) at margins -150..150"
+    assert_close(out.losses, F.softplus(-want_margin), magnitude=150.0, what=f"{what}: losses")
+    assert_close(out.weight, torch.sigmoid(-want_margin), magnitude=150.0, what=f"{what}: weight")
+    assert_close(out.loss, F.softplus(-want_margin).mean(), magnitude=150.0, what=f"{what}: loss")
 
 
 @pytest.mark.edge_case
 def test_batch_of_one():
     out = dpo.dpo_loss(*(torch.tensor([v], dtype=torch.float64) for v in PAIR_I), beta=BETA)
     assert out.losses.shape == (1,) and out.loss.shape == ()
-    _close(out.loss, 0.6117553388706229)
-    _close(out.margin, [0.16999999999999993])
+    _close(out.loss, 0.6117553388706229, "dpo_loss(batch of one).loss")
+    _close(out.margin, [0.16999999999999993], "dpo_loss(batch of one).margin")
 
 
 @pytest.mark.edge_case
 def test_equal_policy_and_reference_gives_log_two():
     logps = torch.tensor([-3.0, -40.0, -0.5], dtype=torch.float64)
     out = dpo.dpo_loss(logps, logps - 1.0, logps, logps - 1.0, beta=0.3)
-    _close(out.losses, [math.log(2.0)] * 3)
-    _close(out.weight, [0.5] * 3)
+    _close(out.losses, [math.log(2.0)] * 3, "dpo_loss(policy == reference).losses", magnitude=40.0)
+    _close(out.weight, [0.5] * 3, "dpo_loss(policy == reference).weight", magnitude=40.0)
     assert out.accuracy.tolist() == [False, False, False]
 
 
@@ -183,10 +216,10 @@ def test_extreme_margins():
     confident = dpo.dpo_loss(0.0, 0.0, -10_000.0, 0.0)
     assert math.isfinite(float(confident.loss)) and float(confident.loss) < 1e-300
     assert float(confident.loss) >= 0.0
-    _close(confident.margin, 1000.0)
+    _close(confident.margin, 1000.0, "dpo_loss(0, 0, -1e4, 0).margin", magnitude=1e4)
     wrong = dpo.dpo_loss(-10_000.0, 0.0, 0.0, 0.0)
-    _close(wrong.loss, 1000.0)
-    _close(wrong.weight, 1.0)
+    _close(wrong.loss, 1000.0, "dpo_loss(-1e4, 0, 0, 0).loss", magnitude=1e4)
+    _close(wrong.weight, 1.0, "dpo_loss(-1e4, 0, 0, 0).weight", magnitude=1e4)
 
 
 @pytest.mark.numerics_probe
@@ -195,7 +228,7 @@ def test_extreme_margins_gradient_finite():
     out = dpo.dpo_loss(pc, torch.zeros(2, dtype=torch.float64), torch.tensor([-10_000.0, 0.0], dtype=torch.float64), 0.0)
     out.loss.backward()
     assert torch.isfinite(pc.grad).all()
-    _close(pc.grad, [0.0, -0.1 / 2])
+    _close(pc.grad, [0.0, -0.1 / 2], "d loss / d policy_chosen at margins +-1000", magnitude=1e4)
 
 
 @pytest.mark.numerics_probe
@@ -212,7 +245,7 @@ def test_token_logprobs_extreme_logits():
     labels = torch.tensor([[1, 1]])
     got = dpo.token_logprobs(logits, labels)
     assert torch.isfinite(got).all()
-    torch.testing.assert_close(got, torch.tensor([[-2e4, 0.0]]), **TOL.TORCH_OP.kw())
+    assert_close(got, torch.tensor([[-2e4, 0.0]]), what="token_logprobs(logits of +-1e4)")
 
 
 # --- token and sequence log-probabilities -------------------------------------------------------------
@@ -221,10 +254,11 @@ def test_token_logprobs_extreme_logits():
 def test_token_logprobs_matches_cross_entropy():
     logits = randn(2, 7, 11, seed=3, dtype=torch.float64)
     labels = torch.randint(0, 11, (2, 7), generator=torch.Generator().manual_seed(4))
-    got = dpo.token_logprobs(logits, labels)
-    assert got.shape == (2, 7) and got.dtype == torch.float64
     expected = -F.cross_entropy(logits.reshape(14, 11), labels.reshape(14), reduction="none").reshape(2, 7)
-    torch.testing.assert_close(got, expected, atol=1e-12, rtol=0.0)
+    got = dpo.token_logprobs(logits.clone(), labels.clone())
+    assert got.shape == (2, 7) and got.dtype == torch.float64
+    # log_softmax = x - logsumexp(x): each term is off by a few ulps of the largest logit
+    assert_close(got, expected, magnitude=2 * float(logits.abs().max()) + math.log(11), what="token_logprobs")
 
 
 def _toy_batch():
@@ -251,9 +285,10 @@ def _manual_sequence_logprob(model, ids, attention, completion):
 def test_sequence_logprob_equals_manual_gather_and_sum():
     model = ToyCausalLM(seed=1)
     ids, attention, completion = _toy_batch()
-    got = dpo.sequence_logprob(model, ids, attention, completion)
+    want = _manual_sequence_logprob(model, ids, attention, completion)
+    got = dpo.sequence_logprob(model, ids.clone(), attention.clone(), completion.clone())
     assert got.shape == (2,)
-    torch.testing.assert_close(got.double(), _manual_sequence_logprob(model, ids, attention, completion), **TOL.COMPOSITE.kw())
+    assert_close(got, want, what="sequence_logprob(toy LM, two right-padded rows)")
 
 
 def test_sequence_logprob_backpropagates():
@@ -277,7 +312,7 @@ def test_sequence_logprob_honours_attention_mask():
         torch.cat([torch.zeros(1, 3, dtype=torch.long), attention[:1]], dim=1),
         torch.cat([torch.zeros(1, 3, dtype=torch.long), completion[:1]], dim=1),
     )
-    torch.testing.assert_close(padded, plain, **TOL.COMPOSITE.kw())
+    assert_close(padded, plain, what="sequence_logprob(left-padded row) vs the unpadded row")
 
 
 @pytest.mark.edge_case
@@ -317,7 +352,8 @@ def test_freeze_reference():
 def test_kl_regularized_optimum(beta, expected):
     got = dpo.kl_regularized_optimum([0.5, 0.5], [1.0, 0.0], beta)
     assert got.dtype == torch.float64 and got.shape == (2,)
-    _close(got, expected)
+    # a softmax of logits R / beta is off by a few ulps of their size
+    _close(got, expected, f"kl_regularized_optimum([0.5, 0.5], [1, 0], {beta})", magnitude=1.0 / beta + 1.0)
     if beta == 0.1:  # the seed quotes it rounded to five places
         assert [round(float(v), 5) for v in got] == [0.99995, 5e-05]
 
@@ -325,9 +361,10 @@ def test_kl_regularized_optimum(beta, expected):
 def test_kl_regularized_optimum_batched_and_zero_reference_mass():
     ref = torch.tensor([[0.2, 0.3, 0.5], [0.0, 0.5, 0.5]], dtype=torch.float64)
     rewards = torch.tensor([[1.0, 0.0, -1.0], [5.0, 0.0, 1.0]], dtype=torch.float64)
-    got = dpo.kl_regularized_optimum(ref, rewards, 0.5)
     weights = ref * torch.exp(rewards / 0.5)
-    torch.testing.assert_close(got, weights / weights.sum(dim=-1, keepdim=True), atol=1e-12, rtol=0.0)
+    got = call_leaves_inputs_unchanged(dpo.kl_regularized_optimum, ref, rewards, 0.5)
+    assert_close(got, weights / weights.sum(dim=-1, keepdim=True), magnitude=10.0,
+                 what="kl_regularized_optimum(batched, a zero reference mass)")
     assert float(got[1, 0]) == 0.0
 
 
@@ -335,8 +372,7 @@ def test_kl_regularized_optimum_batched_and_zero_reference_mass():
 def test_kl_regularized_optimum_tiny_beta_stays_finite():
     got = dpo.kl_regularized_optimum([0.5, 0.5], [1.0, 0.0], 1e-3)
     assert torch.isfinite(got).all()
-    _close(got, [1.0, 0.0])
-    _close(got.sum(), 1.0)
+    _close(got, [1.0, 0.0], "kl_regularized_optimum(beta=1e-3)", magnitude=1e3)
 
 
 # --- the training loop --------------------------------------------------------------------------------
@@ -369,8 +405,8 @@ def test_run_dpo_raises_margin_and_keeps_reference_frozen():
     reference = dpo.freeze_reference(policy)
     before = {k: v.clone() for k, v in reference.state_dict().items()}
     history = dpo.run_dpo(policy, reference, _toy_pairs(), steps=20, lr=1e-2, beta=0.1, seed=0)
-    assert set(history) == {"losses", "margins", "accuracies"}
-    assert all(len(v) == 20 for v in history.values())
+    assert {"losses", "margins", "accuracies"} <= set(history), "history needs losses, margins and accuracies"
+    assert all(len(history[key]) == 20 for key in ("losses", "margins", "accuracies"))
     assert all(math.isfinite(v) for v in history["losses"])
     margins = history["margins"]
     assert abs(margins[0]) < 1e-6  # policy == reference at step 0
@@ -393,73 +429,80 @@ def test_run_dpo_is_deterministic_given_seed():
 # --- errors -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize("beta", [0.0, -1.0, float("nan"), float("inf")])
 def test_invalid_beta(beta):
-    with pytest.raises(ValueError, match="beta"):
+    with pytest.raises(ValueError):
         dpo.dpo_loss(*PAIR_I, beta=beta)
-    with pytest.raises(ValueError, match="beta"):
+    with pytest.raises(ValueError):
         dpo.kl_regularized_optimum([0.5, 0.5], [1.0, 0.0], beta)
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize("position", range(4))
 def test_non_finite_log_probability(position):
-    names = ["policy_chosen", "policy_rejected", "ref_chosen", "ref_rejected"]
     args = list(PAIR_I)
     args[position] = float("nan")
-    with pytest.raises(ValueError, match=names[position]):
+    with pytest.raises(ValueError):
         dpo.dpo_loss(*args)
     args[position] = torch.tensor([-1.0, float("-inf")])
-    with pytest.raises(ValueError, match=names[position]):
+    with pytest.raises(ValueError):
         dpo.dpo_loss(*args)
 
 
+@pytest.mark.contract
 def test_shapes_that_do_not_broadcast():
-    with pytest.raises(ValueError, match="policy_chosen"):
+    with pytest.raises(ValueError):
         dpo.dpo_loss(torch.zeros(3), torch.zeros(2), 0.0, 0.0)
 
 
+@pytest.mark.contract
 def test_masked_sequence_logprob_errors():
     values = torch.zeros(2, 4)
-    with pytest.raises(ValueError, match="completion_mask"):
-        dpo.masked_sequence_logprob(values, torch.ones(2, 3))
-    with pytest.raises(ValueError, match="token_logps"):
-        dpo.masked_sequence_logprob(torch.zeros(8), torch.ones(8))
-    with pytest.raises(ValueError, match="completion_mask"):
+    ones = torch.ones(2, 4, dtype=torch.bool)
+    with pytest.raises(ValueError):
+        dpo.masked_sequence_logprob(values, torch.ones(2, 3, dtype=torch.bool))
+    with pytest.raises(ValueError):
+        dpo.masked_sequence_logprob(torch.zeros(8), torch.ones(8, dtype=torch.bool))
+    with pytest.raises(ValueError):
         dpo.masked_sequence_logprob(values, torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0]]))
     values[0, 1] = float("nan")
-    with pytest.raises(ValueError, match="token_logps"):
-        dpo.masked_sequence_logprob(values, torch.ones(2, 4))
+    with pytest.raises(ValueError):
+        dpo.masked_sequence_logprob(values, ones)
 
 
+@pytest.mark.contract
 def test_token_logprobs_errors():
-    with pytest.raises(ValueError, match="labels"):
+    with pytest.raises(ValueError):
         dpo.token_logprobs(torch.zeros(1, 2, 5), torch.tensor([[0, 5]]))
-    with pytest.raises(ValueError, match="labels"):
+    with pytest.raises(ValueError):
         dpo.token_logprobs(torch.zeros(1, 2, 5), torch.tensor([[0, 1, 2]]))
-    with pytest.raises(ValueError, match="logits"):
+    with pytest.raises(ValueError):
         dpo.token_logprobs(torch.zeros(2, 5), torch.tensor([0, 1]))
 
 
+@pytest.mark.contract
 def test_kl_regularized_optimum_errors():
-    with pytest.raises(ValueError, match="rewards"):
+    with pytest.raises(ValueError):
         dpo.kl_regularized_optimum([0.5, 0.5], [1.0, 0.0, 2.0], 1.0)
-    with pytest.raises(ValueError, match="ref_probs"):
+    with pytest.raises(ValueError):
         dpo.kl_regularized_optimum([-0.5, 1.5], [1.0, 0.0], 1.0)
 
 
+@pytest.mark.contract
 def test_run_dpo_invalid_arguments_leave_policy_untouched():
     policy = ToyCausalLM(seed=0)
     reference = dpo.freeze_reference(policy)
     before = {k: v.clone() for k, v in policy.state_dict().items()}
-    with pytest.raises(ValueError, match="beta"):
+    with pytest.raises(ValueError):
         dpo.run_dpo(policy, reference, _toy_pairs(), steps=2, beta=-0.1)
-    with pytest.raises(ValueError, match="lr"):
+    with pytest.raises(ValueError):
         dpo.run_dpo(policy, reference, _toy_pairs(), steps=2, lr=0.0)
-    with pytest.raises(ValueError, match="batches"):
+    with pytest.raises(ValueError):
         dpo.run_dpo(policy, reference, [], steps=2)
     broken = _toy_pairs()
     del broken[1]["rejected_mask"]
-    with pytest.raises(ValueError, match="batches"):
+    with pytest.raises(ValueError):
         dpo.run_dpo(policy, reference, broken, steps=2)
     for key, value in policy.state_dict().items():
         assert torch.equal(value, before[key])
@@ -478,10 +521,10 @@ def _tiny_gpt(seed: int = 0) -> torch.nn.Module:
 def test_sequence_logprob_on_gpt_equals_manual_gather_and_sum():
     model = _tiny_gpt(seed=1)
     ids, attention, completion = _toy_batch()
-    got = dpo.sequence_logprob(model, ids, attention, completion)
+    want = _manual_sequence_logprob(model, ids, attention, completion)
+    got = dpo.sequence_logprob(model, ids.clone(), attention.clone(), completion.clone())
     assert got.shape == (2,) and got.dtype == torch.float32
-    torch.testing.assert_close(got.double(), _manual_sequence_logprob(model, ids, attention, completion),
-                               atol=1e-5, rtol=0.0)
+    assert_close(got, want, what="sequence_logprob(GPT, two right-padded rows)")
 
 
 def test_sequence_logprob_on_gpt_backpropagates():

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from canon_refs.retrieval import hnsw
-from canon_tests._retrieval_data import exact_neighbours, gaussian_mixture, recall
+from canon_tests._retrieval_data import distance_scale, exact_neighbours, gaussian_mixture, recall
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, strict_numpy
 from pytest_mlcanon.testing import rng as make_rng
-from pytest_mlcanon.testing import strict_numpy
 
 pytestmark = pytest.mark.canon("retrieval/ann")
 
@@ -38,15 +38,18 @@ def test_rows_sorted_ascending_with_true_distances(built) -> None:
     assert (np.diff(D, axis=1) >= 0).all(), "each row of D must be sorted ascending"
     assert (I >= 0).all() and all(len(set(row)) == 10 for row in I.tolist())
     exact = np.sum((database[I].astype(np.float64) - queries[:, None, :].astype(np.float64)) ** 2, axis=2)
-    np.testing.assert_allclose(D, exact, rtol=1e-5, atol=1e-4)
+    assert_close(D, exact, dtype="float32", magnitude=distance_scale(database, queries),
+                 what="HNSWIndex.search distances")
 
 
 def test_self_queries_find_themselves(built) -> None:
     index, database, _ = built
     probe = np.asarray(database[::40])
-    D, I = index.search(probe, 1, ef=32)
-    assert np.mean(I[:, 0] == np.arange(0, 2000, 40)) >= 0.98
-    assert np.all(D[I[:, 0] == np.arange(0, 2000, 40), 0] <= 1e-6)
+    D, I = call_leaves_inputs_unchanged(index.search, probe, 1, ef=32)
+    found_self = I[:, 0] == np.arange(0, 2000, 40)
+    assert np.mean(found_self) >= 0.98
+    assert_close(D[found_self, 0], np.zeros(int(found_self.sum())), dtype=np.float32,
+                 magnitude=distance_scale(probe, probe), what="distance of a vector to itself")
 
 
 def test_recall_on_unclustered_gaussian() -> None:
@@ -68,7 +71,8 @@ def test_one_element_index() -> None:
     Q = make_rng(3).standard_normal((5, 6))
     D, I = index.search(Q, 3, ef=1)
     assert I[:, 0].tolist() == [0] * 5 and (I[:, 1:] == -1).all()
-    np.testing.assert_allclose(D[:, 0], np.sum((Q - x) ** 2, axis=1), rtol=1e-5)
+    assert_close(D[:, 0], np.sum((Q - x) ** 2, axis=1), dtype="float32", magnitude=distance_scale(x, Q),
+                 what="one-element index distances")
     assert np.isinf(D[:, 1:]).all()
 
 
@@ -86,7 +90,7 @@ def test_empty_index_and_k_larger_than_n() -> None:
 def test_ids_follow_insertion_order_across_adds() -> None:
     X = make_rng(5).standard_normal((300, 8))
     index = hnsw.HNSWIndex(8, M=8, ef_construction=32, seed=2)
-    index.add(X[:120])
+    call_leaves_inputs_unchanged(index.add, X[:120].copy())
     index.add(X[120:])
     assert index.ntotal == 300
     _, I = index.search(X[[3, 150, 299]], 1, ef=32)
@@ -117,16 +121,17 @@ def test_far_from_origin() -> None:
     assert (D >= 0).all() and np.isfinite(D).all()
 
 
+@pytest.mark.contract
 def test_errors() -> None:
-    with pytest.raises(ValueError, match=r"\bM\b"):
+    with pytest.raises(ValueError):
         hnsw.HNSWIndex(4, M=1)
     index = hnsw.HNSWIndex(4, M=4)
-    with pytest.raises(ValueError, match=r"\bX\b"):
+    with pytest.raises(ValueError):
         index.add(np.zeros((3, 5)))
     index.add(make_rng(9).standard_normal((10, 4)))
-    with pytest.raises(ValueError, match=r"\bef\b"):
+    with pytest.raises(ValueError):
         index.search(np.zeros((1, 4)), 2, ef=0)
-    with pytest.raises(ValueError, match=r"\bk\b"):
+    with pytest.raises(ValueError):
         index.search(np.zeros((1, 4)), 0)
-    with pytest.raises(ValueError, match=r"\bQ\b"):
+    with pytest.raises(ValueError):
         index.search(np.zeros((1, 3)), 2)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from canon_refs.retrieval import ivf
-from canon_tests._retrieval_data import exact_neighbours, gaussian_mixture, recall
+from canon_tests._retrieval_data import distance_scale, exact_neighbours, gaussian_mixture, recall
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, strict_numpy
 from pytest_mlcanon.testing import rng as make_rng
-from pytest_mlcanon.testing import strict_numpy
 
 pytestmark = pytest.mark.canon("retrieval/ann")
 
@@ -40,17 +40,21 @@ def test_brute_force_equals_argsort_of_full_distance_matrix(mixture) -> None:
     assert D.dtype == np.float32 and I.dtype == np.int64
     np.testing.assert_array_equal(I, truth)
     want_d, _ = exact_neighbours(database, queries, 10)
-    np.testing.assert_allclose(D, want_d, rtol=1e-5, atol=1e-4)
+    # float32 distances, computed from squared norms up to distance_scale in size
+    assert_close(D, want_d, dtype="float32", magnitude=distance_scale(database, queries),
+                 what="brute_force_search(mixture) distances")
     assert (np.diff(D, axis=1) >= 0).all()
 
 
 def test_brute_force_inner_product_descending() -> None:
     g = make_rng(1)
     X, Q = g.standard_normal((300, 8)), g.standard_normal((7, 8))
-    D, I = ivf.brute_force_search(X, Q, 5, metric="ip")
+    D, I = call_leaves_inputs_unchanged(ivf.brute_force_search, X, Q, 5, metric="ip")
     full = Q @ X.T
-    np.testing.assert_array_equal(I, np.argsort(-full, axis=1, kind="stable")[:, :5])
-    np.testing.assert_allclose(D, np.take_along_axis(full, I, axis=1), rtol=1e-5, atol=1e-5)
+    want_i = np.argsort(-full, axis=1, kind="stable")[:, :5]
+    np.testing.assert_array_equal(I, want_i)
+    assert_close(D, np.take_along_axis(full, want_i, axis=1), dtype="float32", magnitude=distance_scale(X, Q),
+                 what="brute_force_search(metric='ip') scores")
     assert (np.diff(D, axis=1) <= 0).all()
 
 
@@ -77,6 +81,8 @@ def test_far_from_origin_distances_stay_exact() -> None:
     want_d, want_i = exact_neighbours(X, Q, 5)
     np.testing.assert_array_equal(I, want_i)
     assert (D >= 0).all()
+    # a looser bound than float32 allows on purpose: the probe is about the float32 expansion, which is
+    # off by about 8 here (|x|^2 = 3.2e7 times float32's 2.4e-7), against distances of about 0.1
     np.testing.assert_allclose(D, want_d, rtol=1e-3, atol=1e-3)
 
 
@@ -86,8 +92,9 @@ def test_far_from_origin_distances_stay_exact() -> None:
 def test_recall_at_k_hand_example() -> None:
     found = np.array([[1, 2, 3, 4], [4, 5, 6, 7]])
     truth = np.array([[3, 2, 9, 8], [7, 8, 9, 10]])
-    assert ivf.recall_at_k(found, truth, 3) == pytest.approx((2 / 3 + 0.0) / 2, abs=1e-12)
-    assert ivf.recall_at_k(found, truth, 4) == pytest.approx((2 / 4 + 1 / 4) / 2, abs=1e-12)
+    assert_close(call_leaves_inputs_unchanged(ivf.recall_at_k, found, truth, 3), (2 / 3 + 0.0) / 2,
+                 what="recall_at_k(hand example, 3)")
+    assert_close(ivf.recall_at_k(found, truth, 4), (2 / 4 + 1 / 4) / 2, what="recall_at_k(hand example, 4)")
     assert ivf.recall_at_k(truth, truth, 4) == 1.0
 
 
@@ -106,8 +113,9 @@ def test_nprobe_nlist_is_exact(mixture, ivf64: ivf.IVFIndex) -> None:
     D, I = ivf64.search(queries, 10, nprobe=64)
     assert D.dtype == np.float32 and I.dtype == np.int64 and I.shape == (100, 10)
     np.testing.assert_array_equal(I, truth)
-    bf_d, _ = ivf.brute_force_search(database, queries, 10)
-    np.testing.assert_allclose(D, bf_d, rtol=1e-5, atol=1e-4)
+    want_d, _ = exact_neighbours(database, queries, 10)
+    assert_close(D, want_d, dtype="float32", magnitude=distance_scale(database, queries),
+                 what="IVFIndex.search(nprobe=nlist) distances")
 
 
 def test_nprobe_8_recall(mixture, ivf64: ivf.IVFIndex) -> None:
@@ -141,7 +149,7 @@ def test_custom_ids_returned_unchanged(mixture) -> None:
     custom = 10_000 + 7 * np.arange(800, dtype=np.int64)[::-1]
     index.add(X, ids=custom)
     _, I = index.search(queries, 5, nprobe=16)
-    _, local = ivf.brute_force_search(X, queries, 5)
+    _, local = exact_neighbours(X, queries, 5)
     np.testing.assert_array_equal(I, custom[local])
 
 
@@ -175,7 +183,8 @@ def test_probed_cells_smaller_than_k_pad(mixture) -> None:
     index.add(database[:3])
     D, I = index.search(database[:1], 5, nprobe=4)
     assert sorted(I[0, :3].tolist()) == [0, 1, 2] and I[0, 0] == 0 and I[0, 3:].tolist() == [-1, -1]
-    assert D[0, 0] == pytest.approx(0.0, abs=1e-3)
+    assert_close(D[0, 0], 0.0, dtype="float32", magnitude=distance_scale(database[:3], database[:1]),
+                 what="distance of a vector to itself")
 
 
 def test_inner_product_index_exact_at_full_probe() -> None:
@@ -184,42 +193,42 @@ def test_inner_product_index_exact_at_full_probe() -> None:
     index = ivf.IVFIndex(8, 10, metric="ip", seed=0)
     index.train(X)
     index.add(X)
-    D, I = index.search(Q, 5, nprobe=10)
-    bf_d, bf_i = ivf.brute_force_search(X, Q, 5, metric="ip")
-    np.testing.assert_array_equal(I, bf_i)
+    D, I = call_leaves_inputs_unchanged(index.search, Q, 5, nprobe=10)
+    np.testing.assert_array_equal(I, np.argsort(-(Q @ X.T), axis=1, kind="stable")[:, :5])
     assert (np.diff(D, axis=1) <= 0).all()
 
 
 # ---- errors ---------------------------------------------------------------------------------
 
 
+@pytest.mark.contract
 def test_errors() -> None:
     g = make_rng(6)
     X = g.standard_normal((50, 4))
-    with pytest.raises(ValueError, match=r"\bk\b"):
+    with pytest.raises(ValueError):
         ivf.brute_force_search(X, X[:2], 0)
-    with pytest.raises(ValueError, match="queries|database"):
+    with pytest.raises(ValueError):
         ivf.brute_force_search(X, g.standard_normal((2, 5)), 3)
-    with pytest.raises(ValueError, match="metric"):
+    with pytest.raises(ValueError):
         ivf.brute_force_search(X, X[:2], 3, metric="cosine")
     index = ivf.IVFIndex(4, 8)
     with pytest.raises(RuntimeError):
         index.add(X)
     with pytest.raises(RuntimeError):
         index.search(X[:2], 3)
-    with pytest.raises(ValueError, match="nlist"):
+    with pytest.raises(ValueError):
         index.train(X[:5])
-    with pytest.raises(ValueError, match=r"\bX\b"):
+    with pytest.raises(ValueError):
         index.train(g.standard_normal((50, 3)))
     index.train(X)
-    with pytest.raises(ValueError, match=r"\bX\b"):
+    with pytest.raises(ValueError):
         index.add(g.standard_normal((5, 3)))
     index.add(X)
-    with pytest.raises(ValueError, match="nprobe"):
+    with pytest.raises(ValueError):
         index.search(X[:2], 3, nprobe=0)
-    with pytest.raises(ValueError, match="nprobe"):
+    with pytest.raises(ValueError):
         index.search(X[:2], 3, nprobe=9)
-    with pytest.raises(ValueError, match=r"\bk\b"):
+    with pytest.raises(ValueError):
         index.search(X[:2], 0)
-    with pytest.raises(ValueError, match=r"\bQ\b"):
+    with pytest.raises(ValueError):
         index.search(g.standard_normal((2, 3)), 3)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from canon_refs.retrieval import pq
-from canon_tests._retrieval_data import exact_neighbours, gaussian_mixture
+from canon_tests._retrieval_data import distance_scale, exact_neighbours, gaussian_mixture
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged
 from pytest_mlcanon.testing import rng as make_rng
 
 pytestmark = pytest.mark.canon("retrieval/ann")
@@ -37,7 +38,9 @@ def test_encode_picks_the_nearest_sub_centroid(trained) -> None:
     books = quantizer.codebooks.astype(np.float64)
     dists = np.sum((X[:, :, None, :] - books[None]) ** 2, axis=3)   # (200, 8, 256)
     chosen = np.take_along_axis(dists, codes[:200, :, None].astype(np.int64), axis=2)[..., 0]
-    np.testing.assert_allclose(chosen, dists.min(axis=2), rtol=1e-9, atol=1e-9)
+    # a float32 distance may pick a sub-centroid within float32 rounding of the nearest one
+    assert_close(chosen, dists.min(axis=2), dtype="float32", magnitude=distance_scale(X.reshape(-1, 4), books.reshape(-1, 4)),
+                 what="distance to the encoded sub-centroid vs the nearest one")
 
 
 def test_decode_concatenates_sub_centroids(trained) -> None:
@@ -52,24 +55,29 @@ def test_decode_concatenates_sub_centroids(trained) -> None:
 
 def test_distance_tables(trained) -> None:
     quantizer, _, queries, _ = trained
-    q = queries[0]
-    table = quantizer.distance_tables(q)
+    q = np.array(queries[0])
+    table = call_leaves_inputs_unchanged(quantizer.distance_tables, q)
     assert table.shape == (8, 256) and table.dtype == np.float32
     want = np.sum((q.reshape(8, 1, 4).astype(np.float64) - quantizer.codebooks) ** 2, axis=2)
-    np.testing.assert_allclose(table, want, rtol=1e-5, atol=1e-5)
+    assert_close(table, want, dtype="float32", magnitude=distance_scale(quantizer.codebooks.reshape(-1, 4), q.reshape(8, 4)),
+                 what="distance_tables(q)")
 
 
 def test_adc_distance_equals_distance_to_decoded(trained) -> None:
     quantizer, _, queries, codes = trained
-    D, I = quantizer.adc_search(queries, codes, 10)
+    D, I = call_leaves_inputs_unchanged(quantizer.adc_search, np.array(queries), codes.copy(), 10)
     assert D.shape == I.shape == (100, 10) and D.dtype == np.float32 and I.dtype == np.int64
     assert (np.diff(D, axis=1) >= 0).all()
-    rec = quantizer.decode(codes).astype(np.float64)
+    books = quantizer.codebooks.astype(np.float64)
+    rec = np.concatenate([books[j][codes[:, j]] for j in range(8)], axis=1)  # trusted decode
     direct = np.sum((rec[I] - queries[:, None, :].astype(np.float64)) ** 2, axis=2)
-    np.testing.assert_allclose(D, direct, rtol=1e-4, atol=1e-4)
+    # a float32 sum of 8 table entries, each exact to a few ulps of its sub-distance's terms
+    scale = distance_scale(rec, queries)
+    assert_close(D, direct, dtype="float32", magnitude=scale, cond=8, what="adc_search distances")
     # and the returned rows are the k smallest ADC distances over the whole database
     all_adc = np.sum((rec[None, :, :] - queries[:5, None, :].astype(np.float64)) ** 2, axis=2)
-    np.testing.assert_allclose(D[:5], np.sort(all_adc, axis=1)[:, :10], rtol=1e-4, atol=1e-4)
+    assert_close(D[:5], np.sort(all_adc, axis=1)[:, :10], dtype="float32", magnitude=scale, cond=8,
+                 what="adc_search distances vs the 10 smallest over the database")
 
 
 def test_true_nearest_neighbour_in_adc_top10(trained) -> None:
@@ -122,29 +130,30 @@ def test_one_bit_codes() -> None:
     assert quantizer.codebooks.shape == (3, 2, 2)
 
 
+@pytest.mark.contract
 def test_errors() -> None:
     X = make_rng(3).standard_normal((300, 8))
-    with pytest.raises(ValueError, match=r"\bm\b"):
+    with pytest.raises(ValueError):
         pq.ProductQuantizer(10, 3)
     for bad in (0, 9):
-        with pytest.raises(ValueError, match="nbits"):
+        with pytest.raises(ValueError):
             pq.ProductQuantizer(8, 2, nbits=bad)
     quantizer = pq.ProductQuantizer(8, 2, nbits=8)
     with pytest.raises(RuntimeError):
         quantizer.encode(X)
     with pytest.raises(RuntimeError):
         quantizer.adc_search(X[:2], np.zeros((5, 2), np.uint8), 3)
-    with pytest.raises(ValueError, match=r"X|n_train|ks"):
+    with pytest.raises(ValueError):
         quantizer.train(X[:100])
-    with pytest.raises(ValueError, match=r"\bX\b"):
+    with pytest.raises(ValueError):
         quantizer.train(make_rng(4).standard_normal((300, 6)))
     small = pq.ProductQuantizer(8, 2, nbits=3)
     small.train(X)
-    with pytest.raises(ValueError, match=r"\bX\b"):
+    with pytest.raises(ValueError):
         small.encode(np.zeros((2, 7)))
-    with pytest.raises(ValueError, match=r"\bk\b"):
+    with pytest.raises(ValueError):
         small.adc_search(X[:2], small.encode(X), 0)
-    with pytest.raises(ValueError, match=r"\bQ\b"):
+    with pytest.raises(ValueError):
         small.adc_search(np.zeros((2, 7)), small.encode(X), 3)
-    with pytest.raises(ValueError, match="codes"):
+    with pytest.raises(ValueError):
         small.adc_search(X[:2], np.zeros((5, 3), np.uint8), 3)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from canon_refs.retrieval import rag
-from pytest_mlcanon.testing import strict_numpy
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, returns_within, strict_numpy
 
 pytestmark = pytest.mark.canon("retrieval/rag")
 
@@ -76,26 +76,28 @@ def test_chunk_edges() -> None:
 
 def test_embedder_shapes_norms_and_determinism() -> None:
     texts = ["The cat sat on the mat.", "Dogs bark!", "", "...", "cat"]
-    a = rag.HashingEmbedder(dim=64).embed(texts)
+    a = call_leaves_inputs_unchanged(rag.HashingEmbedder(dim=64).embed, texts)
+    assert texts == ["The cat sat on the mat.", "Dogs bark!", "", "...", "cat"], "embed modified its input list"
     b = rag.HashingEmbedder(dim=64).embed(texts)
     assert a.shape == (5, 64) and a.dtype == np.float32
     np.testing.assert_array_equal(a, b)
-    norms = np.linalg.norm(a, axis=1)
-    np.testing.assert_allclose(norms[[0, 1, 4]], 1.0, atol=1e-6)
+    norms = np.linalg.norm(a.astype(np.float64), axis=1)
+    assert_close(norms[[0, 1, 4]], np.ones(3), dtype="float32", what="norms of the embedded rows")
     assert (a[2] == 0).all() and (a[3] == 0).all()
 
 
 def test_feature_hashing_term_frequency_and_sign() -> None:
     emb = rag.HashingEmbedder(dim=4096)
     one, twice, case = emb.embed(["cat", "cat cat", "CAT!"])
-    assert np.count_nonzero(one) == 1 and abs(float(one.sum())) == pytest.approx(1.0)
+    assert np.count_nonzero(one) == 1
+    assert_close(abs(float(one.sum())), 1.0, dtype="float32", what="the one-word embedding's entry")
     np.testing.assert_array_equal(one, twice)
     np.testing.assert_array_equal(one, case)
     # term frequency: "cat cat dog" weights cat twice as much as dog (no collision at dim 4096 here)
     mixed = emb.embed(["cat cat dog"])[0]
     dog = emb.embed(["dog"])[0]
-    assert float(mixed @ one) == pytest.approx(2 / np.sqrt(5), abs=1e-6)
-    assert float(mixed @ dog) == pytest.approx(1 / np.sqrt(5), abs=1e-6)
+    assert_close(float(mixed @ one), 2 / np.sqrt(5), dtype="float32", what="cosine(cat cat dog, cat)")
+    assert_close(float(mixed @ dog), 1 / np.sqrt(5), dtype="float32", what="cosine(cat cat dog, dog)")
     # the sign bit: over many single words both signs occur, about half each
     signs = emb.embed([f"word{i}" for i in range(400)]).sum(axis=1)
     assert set(np.sign(signs).tolist()) == {-1.0, 1.0}
@@ -150,7 +152,8 @@ def test_store_search_scores_descending_and_k_bounds() -> None:
     assert len(every) == 5 and {c for c, _ in every} == set(chunks)
     q = rag.HashingEmbedder().embed(["steam locomotives burn coal"])[0]
     e = rag.HashingEmbedder().embed([chunks[2].text])[0]
-    assert hits[0][1] == pytest.approx(float(q @ e), abs=1e-6)
+    assert_close(hits[0][1], float(q.astype(np.float64) @ e.astype(np.float64)), dtype="float32",
+                 what="VectorStore.search score vs the cosine of the two embeddings")
 
 
 @pytest.mark.edge_case
@@ -172,7 +175,9 @@ def test_token_free_query_scores_zero_not_nan() -> None:
     assert all(s == 0.0 for _, s in hits)
     with strict_numpy():
         huge = rag.HashingEmbedder().embed([" ".join(["spam"] * 100_000)])
-    assert np.isfinite(huge).all() and float(np.linalg.norm(huge)) == pytest.approx(1.0, abs=1e-6)
+    assert np.isfinite(huge).all()
+    assert_close(float(np.linalg.norm(huge.astype(np.float64))), 1.0, dtype="float32",
+                 what="norm of the embedding of 100 000 repeated words")
 
 
 # ---- RAGPipeline ------------------------------------------------------------------------------
@@ -188,16 +193,21 @@ def test_each_question_retrieves_its_document_first() -> None:
         assert scores == sorted(scores, reverse=True)
 
 
-def test_add_documents_counts_chunks_and_rejects_duplicates() -> None:
+def test_add_documents_counts_chunks() -> None:
     pipe = rag.RAGPipeline(chunk_size=10, overlap=2)
-    added = pipe.add_documents(CORPUS)
+    added = call_leaves_inputs_unchanged(pipe.add_documents, dict(CORPUS))
     expected = sum(len(rag.chunk_text(t, 10, 2)) for t in CORPUS.values())
     assert added == expected > len(CORPUS)
     hits = pipe.retrieve("bishop", k=100)
     assert len(hits) == expected
     assert {(c.doc_id, c.chunk_index) for c, _ in hits} == {
         (d, i) for d, t in CORPUS.items() for i in range(len(rag.chunk_text(t, 10, 2)))}
-    with pytest.raises(ValueError, match="doc_id"):
+
+
+@pytest.mark.contract
+def test_add_documents_rejects_duplicates_before_adding() -> None:
+    pipe = _pipeline(chunk_size=10, overlap=2)
+    with pytest.raises(ValueError):
         pipe.add_documents({"new_doc": "fresh text about kites", "chess": "again"})
     assert all(c.doc_id != "new_doc" for c, _ in pipe.retrieve("kites", k=100)), "validate before adding"
 
@@ -227,15 +237,16 @@ def test_answer_with_identity_generator_returns_prompt() -> None:
     retrieved = pipe.retrieve(question)
     assert out["prompt"] == pipe.build_prompt(question, retrieved)
     assert out["sources"] == [c.doc_id for c, _ in retrieved] and out["sources"][0] == "trains"
-    np.testing.assert_allclose(out["scores"], [s for _, s in retrieved], atol=1e-12)
+    assert_close(out["scores"], [s for _, s in retrieved], dtype="float32", what="answer(...)['scores'] vs retrieve")
 
 
 def test_default_generator_is_extractive() -> None:
+    # the stub states only that the default answer contains the best-matching retrieved sentence, so a
+    # citation marker or other decoration around it is accepted
     pipe = _pipeline(k=2)
     out = pipe.answer("Which country is the birthplace of coffee?")
     assert isinstance(out["answer"], str)
     assert "Ethiopia is the birthplace of coffee" in out["answer"]
-    assert out["answer"] in pipe.build_prompt("x", pipe.retrieve("Which country is the birthplace of coffee?"))
 
 
 @pytest.mark.edge_case
@@ -250,22 +261,31 @@ def test_empty_pipeline() -> None:
 # ---- errors -----------------------------------------------------------------------------------
 
 
-def test_errors_name_the_argument() -> None:
-    with pytest.raises(ValueError, match="chunk_size"):
-        rag.chunk_text("a b", chunk_size=0)
-    with pytest.raises(ValueError, match="overlap"):
-        rag.chunk_text("a b", chunk_size=5, overlap=-1)
-    with pytest.raises(ValueError, match="overlap"):
-        rag.chunk_text("a b", chunk_size=5, overlap=5)
-    with pytest.raises(ValueError, match="dim"):
+@pytest.mark.contract
+@pytest.mark.parametrize(("chunk_size", "overlap"), [(0, 0), (5, -1), (5, 5), (5, 7)])
+def test_chunk_text_rejects_bad_sizes(chunk_size: int, overlap: int) -> None:
+    # without the check a window step of chunk_size - overlap <= 0 never ends: a failed check, not a hang
+    # (one word, so such a loop appends the same string object and fills memory slowly)
+    with pytest.raises(ValueError), returns_within(0.5, f"chunk_text(chunk_size={chunk_size}, overlap={overlap})"):
+        rag.chunk_text("a", chunk_size=chunk_size, overlap=overlap)
+
+
+@pytest.mark.contract
+def test_embedder_rejects_a_non_positive_dim() -> None:
+    with pytest.raises(ValueError):
         rag.HashingEmbedder(dim=0)
-    with pytest.raises(ValueError, match=r"\bk\b"):
-        rag.RAGPipeline(k=0)
-    with pytest.raises(ValueError, match="chunk_size"):
-        rag.RAGPipeline(chunk_size=0)
-    with pytest.raises(ValueError, match="overlap"):
-        rag.RAGPipeline(chunk_size=10, overlap=10)
-    with pytest.raises(ValueError, match=r"\bk\b"):
+
+
+@pytest.mark.contract
+@pytest.mark.parametrize("settings", [{"k": 0}, {"chunk_size": 0}, {"chunk_size": 10, "overlap": 10}])
+def test_pipeline_rejects_bad_settings(settings: dict[str, int]) -> None:
+    with pytest.raises(ValueError):
+        rag.RAGPipeline(**settings)
+
+
+@pytest.mark.contract
+def test_search_and_retrieve_reject_k_0() -> None:
+    with pytest.raises(ValueError):
         rag.VectorStore(rag.HashingEmbedder()).search("q", 0)
-    with pytest.raises(ValueError, match=r"\bk\b"):
+    with pytest.raises(ValueError):
         _pipeline().retrieve("q", k=0)

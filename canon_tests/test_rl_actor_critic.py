@@ -18,9 +18,15 @@ import torch.nn.functional as F
 
 from canon_refs.rl import actor_critic as ac
 from canon_refs.rl.envs import GridWorld
-from pytest_mlcanon.testing import TOL, assert_low_precision_matches, randn
+from pytest_mlcanon.testing import (
+    assert_close,
+    assert_low_precision_matches,
+    call_leaves_inputs_unchanged,
+    randn,
+)
 
 pytestmark = pytest.mark.canon("rl/actor_critic")
+LOSS_KEYS = ("loss", "policy_loss", "value_loss", "entropy")
 
 
 def _batch(B=5, A=4, seed=0, dtype=torch.float64):
@@ -44,20 +50,25 @@ def test_model_shapes_and_heads():
     assert logits.dtype == torch.float32 and values.dtype == torch.float32
     # both heads read the same trunk features
     h = model.trunk(torch.eye(6)[:3])
-    torch.testing.assert_close(logits, model.policy_head(h), **TOL.TORCH_OP.kw())
-    torch.testing.assert_close(values, model.value_head(h)[:, 0], **TOL.TORCH_OP.kw())
+    assert_close(logits, model.policy_head(h), what="ActorCritic logits vs policy_head(trunk(obs))")
+    assert_close(values, model.value_head(h)[:, 0], what="ActorCritic values vs value_head(trunk(obs))")
 
 
 @pytest.mark.edge_case
-def test_model_batch_of_one_and_errors():
+def test_model_batch_of_one():
     model = ac.ActorCritic(3, 2)
     logits, values = model(torch.zeros(1, 3))
     assert logits.shape == (1, 2) and values.shape == (1,)
-    with pytest.raises(ValueError, match="obs"):
+
+
+@pytest.mark.contract
+def test_model_errors():
+    model = ac.ActorCritic(3, 2)
+    with pytest.raises(ValueError):
         model(torch.zeros(3))
-    with pytest.raises(ValueError, match="obs"):
+    with pytest.raises(ValueError):
         model(torch.zeros(2, 4))
-    with pytest.raises(ValueError, match="hidden"):
+    with pytest.raises(ValueError):
         ac.ActorCritic(3, 2, hidden=0)
 
 
@@ -65,25 +76,26 @@ def test_model_batch_of_one_and_errors():
 
 
 def test_td_targets_worked_example():
-    out = ac.td_targets(torch.tensor([1.0, 0.0], dtype=torch.float64), torch.tensor([2.0, 3.0], dtype=torch.float64),
-                        torch.tensor([0.0, 1.0], dtype=torch.float64), 0.9)
+    rewards, next_values, dones = (torch.tensor(v, dtype=torch.float64) for v in ([1.0, 0.0], [2.0, 3.0], [0.0, 1.0]))
+    out = call_leaves_inputs_unchanged(ac.td_targets, rewards, next_values, dones, 0.9)
     assert out.shape == (2,) and out.dtype == torch.float64
-    torch.testing.assert_close(out, torch.tensor([2.8, 0.0], dtype=torch.float64), **TOL.EXACT64.kw())
+    assert_close(out, [2.8, 0.0], magnitude=3.0, what="td_targets([1, 0], [2, 3], [0, 1], 0.9)")
     # bool dones, and a next value that carries a graph: the target is detached
     next_values = torch.tensor([2.0, 3.0], requires_grad=True)
     out = ac.td_targets(torch.tensor([1.0, 0.0]), next_values * 1.0, torch.tensor([False, True]), 0.9)
     assert not out.requires_grad and out.grad_fn is None
-    torch.testing.assert_close(out, torch.tensor([2.8, 0.0]), **TOL.TORCH_OP.kw())
+    assert_close(out, [2.8, 0.0], magnitude=3.0, what="td_targets(float32, bool dones)")
 
 
+@pytest.mark.contract
 def test_td_targets_errors():
     r = torch.zeros(3)
-    with pytest.raises(ValueError, match="next_values"):
+    with pytest.raises(ValueError):
         ac.td_targets(r, torch.zeros(2), torch.zeros(3), 0.9)
-    with pytest.raises(ValueError, match="dones"):
+    with pytest.raises(ValueError):
         ac.td_targets(r, torch.zeros(3), torch.zeros(3, 1), 0.9)
     for gamma in (-0.1, 1.1):
-        with pytest.raises(ValueError, match="gamma"):
+        with pytest.raises(ValueError):
             ac.td_targets(r, torch.zeros(3), torch.zeros(3), gamma)
 
 
@@ -92,7 +104,8 @@ def test_td_targets_errors():
 
 def test_loss_closed_form():
     logits, values, actions, targets = _batch()
-    out = ac.actor_critic_loss(logits, values, actions, targets, value_coef=0.7, entropy_coef=0.2)
+    out = call_leaves_inputs_unchanged(ac.actor_critic_loss, logits, values, actions, targets, value_coef=0.7,
+                                       entropy_coef=0.2)
     log_p = F.log_softmax(logits.detach(), dim=-1)
     adv = targets - values.detach()
     policy = -(log_p[torch.arange(5), actions] * adv).mean()
@@ -101,7 +114,8 @@ def test_loss_closed_form():
     for key, want in (("policy_loss", policy), ("value_loss", value), ("entropy", entropy),
                       ("loss", policy + 0.7 * value - 0.2 * entropy)):
         assert out[key].shape == () and out[key].dtype == torch.float64
-        torch.testing.assert_close(out[key].detach(), want, **TOL.EXACT64.kw())
+        # log-probabilities and advantages of size ~3 enter means that cancel: compare at that size
+        assert_close(out[key], want, magnitude=10.0, what=f"actor_critic_loss(...)['{key}']")
 
 
 def test_policy_gradient_wrt_logits():
@@ -110,8 +124,7 @@ def test_policy_gradient_wrt_logits():
     (grad,) = torch.autograd.grad(out["policy_loss"], logits)
     adv = (targets - values.detach())[:, None]
     expected = -adv * (F.one_hot(actions, 3).double() - logits.detach().softmax(-1)) / 6
-    torch.testing.assert_close(grad, expected, atol=1e-6, rtol=0)
-    torch.testing.assert_close(grad, expected, **TOL.EXACT64.kw())
+    assert_close(grad, expected, magnitude=1.0, what="d policy_loss / d logits")
 
 
 def test_value_gradient_and_stop_gradients():
@@ -120,7 +133,7 @@ def test_value_gradient_and_stop_gradients():
     out = ac.actor_critic_loss(logits, values, actions, targets, value_coef=0.5, entropy_coef=0.0)
     g_values, g_targets = torch.autograd.grad(out["loss"], (values, targets), allow_unused=True)
     # only the value term reaches the values: d/dV 0.5 * mean((V - y)^2) = (V - y) / B
-    torch.testing.assert_close(g_values, (values.detach() - targets.detach()) / 5, **TOL.EXACT64.kw())
+    assert_close(g_values, (values.detach() - targets.detach()) / 5, what="d loss / d values")
     assert g_targets is None or torch.count_nonzero(g_targets) == 0
     # the policy loss never reaches the values
     out = ac.actor_critic_loss(logits, values, actions, targets)
@@ -153,11 +166,9 @@ def test_entropy_of_uniform_policy_and_the_bonus():
     values, actions, targets = torch.zeros(3, dtype=torch.float64), torch.tensor([0, 4, 2]), torch.zeros(3, dtype=torch.float64)
     low = ac.actor_critic_loss(logits, values, actions, targets, entropy_coef=0.01)
     high = ac.actor_critic_loss(logits, values, actions, targets, entropy_coef=0.1)
-    torch.testing.assert_close(low["entropy"].detach(), torch.tensor(math.log(5), dtype=torch.float64),
-                               **TOL.EXACT64.kw())
+    assert_close(low["entropy"], math.log(5), what="entropy of uniform logits over 5 actions")
     assert high["loss"] < low["loss"]
-    torch.testing.assert_close((low["loss"] - high["loss"]).detach(), torch.tensor(0.09 * math.log(5), dtype=torch.float64),
-                               **TOL.EXACT64.kw())
+    assert_close(low["loss"] - high["loss"], 0.09 * math.log(5), magnitude=2.0, what="the entropy bonus's share")
     # the entropy bonus pushes a peaked policy towards uniform
     peaked = torch.tensor([[3.0, 0.0, -1.0]], dtype=torch.float64, requires_grad=True)
     out = ac.actor_critic_loss(peaked, torch.zeros(1, dtype=torch.float64), torch.tensor([0]),
@@ -166,23 +177,24 @@ def test_entropy_of_uniform_policy_and_the_bonus():
     assert g[0, 0] > 0 and g[0, 2] < 0
 
 
+@pytest.mark.contract
 def test_loss_errors():
     logits, values, actions, targets = _batch()
-    with pytest.raises(ValueError, match="values"):
+    with pytest.raises(ValueError):
         ac.actor_critic_loss(logits, values[:4], actions, targets)
-    with pytest.raises(ValueError, match="actions"):
+    with pytest.raises(ValueError):
         ac.actor_critic_loss(logits, values, actions[:, None], targets)
-    with pytest.raises(ValueError, match="actions"):
+    with pytest.raises(ValueError):
         ac.actor_critic_loss(logits, values, actions.double(), targets)
-    with pytest.raises(ValueError, match="actions"):
+    with pytest.raises(ValueError):
         ac.actor_critic_loss(logits, values, torch.full((5,), 4), targets)
-    with pytest.raises(ValueError, match="targets"):
+    with pytest.raises(ValueError):
         ac.actor_critic_loss(logits, values, actions, targets[:2])
-    with pytest.raises(ValueError, match="logits"):
+    with pytest.raises(ValueError):
         ac.actor_critic_loss(logits[0], values, actions, targets)
-    with pytest.raises(ValueError, match="value_coef"):
+    with pytest.raises(ValueError):
         ac.actor_critic_loss(logits, values, actions, targets, value_coef=-0.5)
-    with pytest.raises(ValueError, match="entropy_coef"):
+    with pytest.raises(ValueError):
         ac.actor_critic_loss(logits, values, actions, targets, entropy_coef=-0.01)
 
 
@@ -192,11 +204,11 @@ def test_extreme_logits(dtype):
     logits = torch.tensor([[1e4, -1e4, 0.0], [-1e4, -1e4, -1e4]], dtype=dtype, requires_grad=True)
     values = torch.tensor([0.5, -0.5], dtype=dtype, requires_grad=True)
     out = ac.actor_critic_loss(logits, values, torch.tensor([1, 2]), torch.tensor([1.0, 2.0], dtype=dtype))
-    assert all(torch.isfinite(v) for v in out.values())
+    assert all(torch.isfinite(out[key]) for key in LOSS_KEYS)
     out["loss"].backward()
     assert torch.isfinite(logits.grad).all() and torch.isfinite(values.grad).all()
     # row 0 is deterministic (entropy 0), row 1 uniform (entropy ln 3)
-    torch.testing.assert_close(out["entropy"].detach(), torch.tensor(math.log(3) / 2, dtype=dtype), atol=1e-6, rtol=0)
+    assert_close(out["entropy"], math.log(3) / 2, what=f"entropy of logits of +-1e4 ({dtype})")
 
 
 @pytest.mark.numerics_probe
@@ -205,7 +217,7 @@ def test_fp16_probe():
 
     def fn(lg, v, y):
         out = ac.actor_critic_loss(lg, v, actions, y)
-        return tuple(out[k] for k in ("loss", "policy_loss", "value_loss", "entropy"))
+        return tuple(out[k] for k in LOSS_KEYS)
 
     assert_low_precision_matches(fn, logits.detach(), values.detach(), targets)
 
@@ -218,7 +230,7 @@ def test_solves_the_corridor():
     out = ac.train_actor_critic(GridWorld(1, 6), n_episodes=300, gamma=0.9, max_steps=20, seed=0)
     model, returns = out["model"], out["returns"]
     assert isinstance(model, ac.ActorCritic) and len(returns) == 300
-    assert max(returns) <= 0.9**4 + 1e-9
+    assert max(returns) <= 0.9**4 + 1e-9  # the best episode: five steps, the reward discounted four times
     with torch.no_grad():
         logits, _ = model(torch.eye(6))
     assert logits[:5].argmax(dim=-1).tolist() == [1, 1, 1, 1, 1]
@@ -234,11 +246,12 @@ def test_same_seed_same_run():
         assert torch.equal(p, q)
 
 
+@pytest.mark.contract
 def test_training_errors():
     env = GridWorld(1, 6)
-    with pytest.raises(ValueError, match="gamma"):
+    with pytest.raises(ValueError):
         ac.train_actor_critic(env, gamma=1.5)
-    with pytest.raises(ValueError, match="lr"):
+    with pytest.raises(ValueError):
         ac.train_actor_critic(env, lr=0.0)
-    with pytest.raises(ValueError, match="n_episodes"):
+    with pytest.raises(ValueError):
         ac.train_actor_critic(env, n_episodes=0)

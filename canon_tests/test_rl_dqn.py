@@ -19,9 +19,10 @@ from torch import nn
 
 from canon_refs.rl import dqn
 from canon_refs.rl.envs import GridWorld
-from pytest_mlcanon.testing import TOL, copy_linear
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, copy_linear
 
 pytestmark = pytest.mark.canon("rl/dqn")
+BATCH_KEYS = {"obs", "actions", "rewards", "next_obs", "dones"}
 
 
 def _filled_buffer(capacity=3, n=5, obs_dim=2, seed=0):
@@ -76,7 +77,7 @@ def test_buffer_keeps_the_last_transitions_and_samples_without_replacement():
 
 def test_sample_dtypes_and_shapes():
     batch = _filled_buffer(capacity=8, n=6, obs_dim=5).sample(4)
-    assert set(batch) == {"obs", "actions", "rewards", "next_obs", "dones"}
+    assert BATCH_KEYS <= set(batch), f"sample() must return at least {sorted(BATCH_KEYS)}"
     assert batch["obs"].shape == (4, 5) and batch["obs"].dtype == torch.float32
     assert batch["next_obs"].shape == (4, 5) and batch["next_obs"].dtype == torch.float32
     assert batch["actions"].shape == (4,) and batch["actions"].dtype == torch.long
@@ -97,19 +98,23 @@ def test_sampling_is_uniform():
 
 
 @pytest.mark.edge_case
-def test_buffer_of_one_and_errors():
+def test_buffer_of_one():
     buf = _filled_buffer(capacity=1, n=3)
     assert len(buf) == 1 and buf.sample(1)["rewards"].tolist() == [2.0]
-    with pytest.raises(ValueError, match="capacity"):
+
+
+@pytest.mark.contract
+def test_buffer_errors():
+    with pytest.raises(ValueError):
         dqn.ReplayBuffer(0, 2)
     buf = _filled_buffer(capacity=4, n=2)
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(ValueError):
         buf.sample(3)
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(ValueError):
         buf.sample(0)
-    with pytest.raises(ValueError, match="obs"):
+    with pytest.raises(ValueError):
         buf.add(np.zeros(3), 0, 0.0, np.zeros(2), False)
-    with pytest.raises(ValueError, match="next_obs"):
+    with pytest.raises(ValueError):
         buf.add(np.zeros(2), 0, 0.0, np.zeros((1, 2)), False)
     assert len(buf) == 2 and sorted(buf.sample(2)["rewards"].tolist()) == [0.0, 1.0]
 
@@ -119,12 +124,12 @@ def test_buffer_of_one_and_errors():
 
 def test_targets_worked_example():
     next_q = torch.tensor([[0.0, 2.0, 1.0, 0.0], [0.0, 2.0, 1.0, 0.0]], dtype=torch.float64, requires_grad=True)
-    out = dqn.dqn_targets(torch.tensor([1.0, 1.0], dtype=torch.float64), torch.tensor([0.0, 1.0], dtype=torch.float64),
-                          next_q, 0.9)
+    rewards, dones = torch.tensor([1.0, 1.0], dtype=torch.float64), torch.tensor([0.0, 1.0], dtype=torch.float64)
+    out = call_leaves_inputs_unchanged(dqn.dqn_targets, rewards, dones, next_q, 0.9)
     assert out.shape == (2,) and out.dtype == torch.float64 and not out.requires_grad
-    torch.testing.assert_close(out, torch.tensor([2.8, 1.0], dtype=torch.float64), **TOL.EXACT64.kw())
+    assert_close(out, [2.8, 1.0], what="dqn_targets([1, 1], [0, 1], next_q, 0.9)")
     bool_dones = dqn.dqn_targets(torch.tensor([1.0, 1.0]), torch.tensor([False, True]), next_q.float().detach(), 0.9)
-    torch.testing.assert_close(bool_dones, torch.tensor([2.8, 1.0]), **TOL.TORCH_OP.kw())
+    assert_close(bool_dones, [2.8, 1.0], what="dqn_targets(float32, bool dones)")
 
 
 def test_double_dqn_uses_the_target_value_at_the_online_argmax():
@@ -133,22 +138,23 @@ def test_double_dqn_uses_the_target_value_at_the_online_argmax():
     rewards, dones = torch.tensor([1.0, 0.0], dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
     double = dqn.dqn_targets(rewards, dones, next_q_target, 0.9, next_q_online)
     # the online net picks actions 0 and 2; the target net says 0.5 and -1 there (its own max is 2 and 3)
-    torch.testing.assert_close(double, torch.tensor([1.45, -0.9], dtype=torch.float64), **TOL.EXACT64.kw())
+    assert_close(double, [1.45, -0.9], what="double-DQN targets")
     vanilla = dqn.dqn_targets(rewards, dones, next_q_target, 0.9)
-    torch.testing.assert_close(vanilla, torch.tensor([2.8, 2.7], dtype=torch.float64), **TOL.EXACT64.kw())
+    assert_close(vanilla, [2.8, 2.7], what="vanilla DQN targets")
     done = dqn.dqn_targets(rewards, torch.ones(2, dtype=torch.float64), next_q_target, 0.9, next_q_online)
-    torch.testing.assert_close(done, rewards, **TOL.EXACT64.kw())
+    assert_close(done, [1.0, 0.0], what="double-DQN targets of terminal transitions")
 
 
+@pytest.mark.contract
 def test_targets_errors():
     q = torch.zeros(3, 2)
-    with pytest.raises(ValueError, match="gamma"):
+    with pytest.raises(ValueError):
         dqn.dqn_targets(torch.zeros(3), torch.zeros(3), q, 1.5)
-    with pytest.raises(ValueError, match="rewards"):
+    with pytest.raises(ValueError):
         dqn.dqn_targets(torch.zeros(2), torch.zeros(3), q, 0.9)
-    with pytest.raises(ValueError, match="dones"):
+    with pytest.raises(ValueError):
         dqn.dqn_targets(torch.zeros(3), torch.zeros(3, 1), q, 0.9)
-    with pytest.raises(ValueError, match="next_q_online"):
+    with pytest.raises(ValueError):
         dqn.dqn_targets(torch.zeros(3), torch.zeros(3), q, 0.9, torch.zeros(3, 3))
 
 
@@ -158,11 +164,12 @@ def test_loss_gathers_q_at_the_taken_actions():
     q_taken = torch.tensor([1.0, 4.0, 2.5, 2.0])
     next_max = (table * 0.5)[[1, 2, 0, 0]].max(dim=1).values
     targets = batch["rewards"] + 0.9 * (1 - batch["dones"]) * next_max
-    loss = dqn.dqn_loss(q_net, target_net, batch, 0.9, huber=False)
+    loss = call_leaves_inputs_unchanged(dqn.dqn_loss, q_net, target_net, batch, 0.9, huber=False)
     assert loss.shape == ()
-    torch.testing.assert_close(loss, F.mse_loss(q_taken, targets), **TOL.TORCH_OP.kw())
+    # squared errors of size ~4 averaged: a few float32 ulps of that
+    assert_close(loss, F.mse_loss(q_taken, targets), magnitude=4.0, what="dqn_loss(huber=False)")
     huber = dqn.dqn_loss(q_net, target_net, batch, 0.9)
-    torch.testing.assert_close(huber, F.smooth_l1_loss(q_taken, targets), **TOL.TORCH_OP.kw())
+    assert_close(huber, F.smooth_l1_loss(q_taken, targets), magnitude=4.0, what="dqn_loss(huber=True)")
     # max_a Q(s, a) instead of the gathered value would give a different loss
     assert not torch.isclose(loss, F.mse_loss(table[[0, 1, 2, 0]].max(dim=1).values, targets))
 
@@ -177,7 +184,7 @@ def test_loss_double_flag():
     targets = batch["rewards"] + 0.9 * (1 - batch["dones"]) * table[next_rows][torch.arange(4), best]
     q_taken = online_table[[0, 1, 2, 0]][torch.arange(4), batch["actions"]]
     loss = dqn.dqn_loss(q_net, target_net, batch, 0.9, double=True, huber=False)
-    torch.testing.assert_close(loss, F.mse_loss(q_taken, targets), **TOL.TORCH_OP.kw())
+    assert_close(loss, F.mse_loss(q_taken, targets), magnitude=100.0, what="dqn_loss(double=True, huber=False)")
     assert not torch.isclose(loss, dqn.dqn_loss(q_net, target_net, batch, 0.9, huber=False))
 
 
@@ -206,11 +213,12 @@ def test_loss_with_double_leaves_no_graph_through_next_states():
     assert obs_only["next_obs"].grad is None
 
 
+@pytest.mark.contract
 def test_loss_errors():
     table, batch = _table_batch()
-    with pytest.raises(ValueError, match="gamma"):
+    with pytest.raises(ValueError):
         dqn.dqn_loss(_FixedQ(table), _FixedQ(table), batch, -0.1)
-    with pytest.raises(ValueError, match="actions"):
+    with pytest.raises(ValueError):
         dqn.dqn_loss(_FixedQ(table), _FixedQ(table), dict(batch, actions=torch.tensor([0, 1])), 0.9)
 
 
@@ -241,7 +249,8 @@ def test_soft_and_hard_updates():
     assert all(torch.equal(t, o) for t, o in zip(target.parameters(), original.parameters()))
     dqn.soft_update(target, source, 0.5)
     for t, s, o in zip(target.parameters(), source.parameters(), original.parameters()):
-        torch.testing.assert_close(t, (s + o) / 2, atol=1e-7, rtol=0)
+        assert_close(t, (s + o) / 2, magnitude=float(torch.cat([s.detach().abs().flatten(), o.detach().abs().flatten()]).max()),
+                     what="soft_update(tau=0.5)")
     dqn.soft_update(target, source, 1.0)
     hard = copy.deepcopy(original)
     dqn.hard_update(hard, source)
@@ -253,11 +262,12 @@ def test_soft_and_hard_updates():
     assert not torch.equal(next(hard.parameters()), next(source.parameters()))
 
 
+@pytest.mark.contract
 def test_update_errors():
     a, b = dqn.QNetwork(4, 2, hidden=8), dqn.QNetwork(4, 3, hidden=8)
     before = [p.detach().clone() for p in a.parameters()]
     for tau in (-0.1, 1.1):
-        with pytest.raises(ValueError, match="tau"):
+        with pytest.raises(ValueError):
             dqn.soft_update(a, a, tau)
     with pytest.raises(ValueError):
         dqn.soft_update(a, b, 0.5)
@@ -268,9 +278,14 @@ def test_q_network_shapes():
     net = dqn.QNetwork(6, 4)
     out = net(torch.eye(6))
     assert out.shape == (6, 4) and out.dtype == torch.float32
-    with pytest.raises(ValueError, match="obs"):
+
+
+@pytest.mark.contract
+def test_q_network_errors():
+    net = dqn.QNetwork(6, 4)
+    with pytest.raises(ValueError):
         net(torch.zeros(6))
-    with pytest.raises(ValueError, match="obs"):
+    with pytest.raises(ValueError):
         net(torch.zeros(2, 5))
 
 
@@ -279,6 +294,7 @@ def test_q_network_shapes():
 
 def test_solves_the_corridor():
     out = dqn.train_dqn(GridWorld(1, 6), gamma=0.9, seed=0)
+    assert {"q_net", "returns", "losses"} <= set(out)
     q_net = out["q_net"]
     assert isinstance(q_net, dqn.QNetwork)
     assert len(out["losses"]) == 3000 - 200
@@ -287,15 +303,20 @@ def test_solves_the_corridor():
     with torch.no_grad():
         q = q_net(torch.eye(6))
     assert q[:5].argmax(dim=1).tolist() == [1, 1, 1, 1, 1]
+    # a training threshold: the reference is within 0.002 of the optimum on seeds 0-4
     torch.testing.assert_close(q[:5, 1], torch.tensor([0.9**4, 0.9**3, 0.9**2, 0.9, 1.0]), atol=0.05, rtol=0)
 
 
-def test_same_seed_same_run_and_errors():
+def test_same_seed_same_run():
     kwargs = {"n_steps": 120, "learning_starts": 60, "batch_size": 16, "target_update": 50, "seed": 3}
     a, b = dqn.train_dqn(GridWorld(1, 4), **kwargs), dqn.train_dqn(GridWorld(1, 4), **kwargs)
     assert a["losses"] == b["losses"] and a["returns"] == b["returns"]
     assert len(a["losses"]) == 60
-    with pytest.raises(ValueError, match="gamma"):
+
+
+@pytest.mark.contract
+def test_training_errors():
+    with pytest.raises(ValueError):
         dqn.train_dqn(GridWorld(1, 4), gamma=1.5)
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(ValueError):
         dqn.train_dqn(GridWorld(1, 4), batch_size=0)

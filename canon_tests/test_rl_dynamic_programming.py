@@ -9,12 +9,16 @@ import pytest
 
 from canon_refs.rl import dynamic_programming as dp
 from canon_refs.rl import envs
-from pytest_mlcanon.testing import TOL, rng, strict_numpy
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, rng, strict_numpy
 
 pytestmark = pytest.mark.canon("rl/dynamic_programming")
 
 GAMMA = 0.9
 V_START = 0.9**5  # 0.59049: six moves to the goal, the reward arrives on the sixth
+# Values from value iteration or iterative evaluation are compared at CONVERGED: both stop once a sweep
+# changes no value by more than tol = 1e-10, which leaves V within tol * gamma / (1 - gamma) (<= 2e-9 for
+# gamma <= 0.95) of the fixed point. Exact solves compare at 16 ulps times the condition 1 / (1 - gamma).
+CONVERGED = 1e-8
 
 
 def _grid_model(**kwargs):
@@ -31,7 +35,7 @@ def _random_mdp(seed: int, S: int = 6, A: int = 3):
 def _assert_greedy(P, R, V, policy, gamma):
     Q = dp.q_from_v(P, R, V, gamma)
     chosen = Q[np.arange(Q.shape[0]), policy]
-    np.testing.assert_allclose(chosen, Q.max(axis=1), atol=1e-8, rtol=0)
+    np.testing.assert_allclose(chosen, Q.max(axis=1), atol=CONVERGED, rtol=0)
 
 
 class TestEnvs:
@@ -131,24 +135,24 @@ class TestEnvs:
 
     @pytest.mark.edge_case
     def test_environment_errors(self):
-        with pytest.raises(ValueError, match="start"):
+        with pytest.raises(ValueError):
             envs.GridWorld(start=(4, 0))
-        with pytest.raises(ValueError, match="start"):
+        with pytest.raises(ValueError):
             envs.GridWorld(start=(3, 3))
-        with pytest.raises(ValueError, match="walls"):
+        with pytest.raises(ValueError):
             envs.GridWorld(walls=[(3, 3)])
-        with pytest.raises(ValueError, match="slip"):
+        with pytest.raises(ValueError):
             envs.GridWorld(slip=1.5)
-        with pytest.raises(ValueError, match="n_rows"):
+        with pytest.raises(ValueError):
             envs.GridWorld(0, 4)
         g = envs.GridWorld()
-        with pytest.raises(ValueError, match="action"):
+        with pytest.raises(ValueError):
             g.step(4)
-        with pytest.raises(ValueError, match="s must"):
+        with pytest.raises(ValueError):
             g.one_hot(16)
-        with pytest.raises(ValueError, match="win_chances"):
+        with pytest.raises(ValueError):
             envs.Bandit([0.5, 1.5])
-        with pytest.raises(ValueError, match="arm"):
+        with pytest.raises(ValueError):
             envs.Bandit([0.5]).pull(1)
 
 
@@ -160,13 +164,12 @@ def test_value_iteration_on_the_grid():
     V, policy = dp.value_iteration(P, R, GAMMA)
     assert V.shape == (16,) and V.dtype == np.float64
     assert policy.shape == (16,) and policy.dtype == np.int64
-    np.testing.assert_allclose(V[0], V_START, atol=1e-8, rtol=0)
-    assert abs(V[0] - 0.59049) < 1e-8
-    np.testing.assert_allclose(V[[11, 14]], [1.0, 1.0], atol=1e-8, rtol=0)
+    np.testing.assert_allclose(V[0], V_START, atol=CONVERGED, rtol=0)
+    np.testing.assert_allclose(V[[11, 14]], [1.0, 1.0], atol=CONVERGED, rtol=0)
     assert V[15] == 0.0
     # every value is 0.9 ** (distance - 1)
     rows, cols = np.divmod(np.arange(15), 4)
-    np.testing.assert_allclose(V[:15], GAMMA ** (6 - rows - cols - 1), atol=1e-8, rtol=0)
+    np.testing.assert_allclose(V[:15], GAMMA ** (6 - rows - cols - 1), atol=CONVERGED, rtol=0)
     _assert_greedy(P, R, V, policy, GAMMA)
 
 
@@ -183,23 +186,29 @@ def test_policy_iteration_agrees_with_value_iteration():
     P, R = _grid_model()
     V_vi, pi_vi = dp.value_iteration(P, R, GAMMA)
     V_pi, pi_pi = dp.policy_iteration(P, R, GAMMA)
-    np.testing.assert_allclose(V_pi, V_vi, atol=1e-8, rtol=0)
+    np.testing.assert_allclose(V_pi, V_vi, atol=CONVERGED, rtol=0)
     assert pi_pi.dtype == np.int64 and pi_pi.shape == (16,)
     _assert_greedy(P, R, V_pi, pi_pi, GAMMA)
     _assert_greedy(P, R, V_vi, pi_vi, GAMMA)
     # the returned V is the value of the returned policy
-    np.testing.assert_allclose(dp.policy_evaluation(P, R, pi_pi, GAMMA, exact=True), V_pi, atol=1e-12, rtol=0)
+    assert_close(V_pi, _exact_values(P, R, pi_pi, GAMMA), cond=1 / (1 - GAMMA),
+                 what="policy_iteration's V vs the value of its policy")
+
+
+def _exact_values(P, R, policy, gamma):
+    """V of a deterministic policy by a trusted linear solve."""
+    states = np.arange(R.shape[0])
+    return np.linalg.solve(np.eye(R.shape[0]) - gamma * P[states, policy], R[states, policy])
 
 
 def test_policy_iteration_converges_within_ten_steps():
+    # any starting policy is accepted (action 0 everywhere needs 6 improvements here; Sutton & Barto's
+    # uniform policy needs 1), so the check is only that 10 improvement steps reach the optimum
     P, R = _grid_model()
     V_opt, _ = dp.value_iteration(P, R, GAMMA)
     V, policy = dp.policy_iteration(P, R, GAMMA, max_iter=10)
-    np.testing.assert_allclose(V, V_opt, atol=1e-8, rtol=0)
+    np.testing.assert_allclose(V, V_opt, atol=CONVERGED, rtol=0)
     _assert_greedy(P, R, V, policy, GAMMA)
-    # one improvement step is not enough: only the cells next to the goal learn their action
-    V_one, _ = dp.policy_iteration(P, R, GAMMA, max_iter=1)
-    assert V_one[0] < V_opt[0] - 0.5
 
 
 @pytest.mark.parametrize("walls", [(), [(1, 1), (2, 1), (1, 2)]])
@@ -207,7 +216,7 @@ def test_slippery_grid_vi_and_pi_agree(walls):
     P, R = _grid_model(slip=0.2, walls=walls, step_reward=-0.04)
     V_vi, pi_vi = dp.value_iteration(P, R, GAMMA)
     V_pi, pi_pi = dp.policy_iteration(P, R, GAMMA)
-    np.testing.assert_allclose(V_pi, V_vi, atol=1e-8, rtol=0)
+    np.testing.assert_allclose(V_pi, V_vi, atol=CONVERGED, rtol=0)
     _assert_greedy(P, R, V_vi, pi_vi, GAMMA)
     _assert_greedy(P, R, V_pi, pi_pi, GAMMA)
     assert V_vi[0] < V_START  # slipping only costs
@@ -217,7 +226,7 @@ def test_walls_force_a_detour():
     # a wall column with one gap at the bottom: the shortest path from (0, 0) is 0-1 .. down .. right
     P, R = _grid_model(walls=[(0, 1), (1, 1), (2, 1)])
     V, policy = dp.value_iteration(P, R, GAMMA)
-    np.testing.assert_allclose(V[0], GAMMA**5, atol=1e-8, rtol=0)
+    np.testing.assert_allclose(V[0], GAMMA**5, atol=CONVERGED, rtol=0)
     assert policy[0] == 2
     P, R = _grid_model(walls=[(0, 1), (1, 1), (2, 1), (3, 1)])
     V, _ = dp.value_iteration(P, R, GAMMA)
@@ -233,12 +242,13 @@ def test_iterative_evaluation_equals_linear_solve():
     stochastic = g.dirichlet(np.ones(4), size=16)
     deterministic = g.integers(0, 4, size=16)
     for policy in (stochastic, deterministic):
-        iterative = dp.policy_evaluation(P, R, policy, GAMMA)
-        exact = dp.policy_evaluation(P, R, policy, GAMMA, exact=True)
-        np.testing.assert_allclose(iterative, exact, atol=1e-8, rtol=0)
         P_pi = np.einsum("sa,sat->st", stochastic, P) if policy is stochastic else P[np.arange(16), policy]
         R_pi = (stochastic * R).sum(1) if policy is stochastic else R[np.arange(16), policy]
-        np.testing.assert_allclose(exact, R_pi + GAMMA * P_pi @ exact, atol=1e-12, rtol=0)
+        want = np.linalg.solve(np.eye(16) - GAMMA * P_pi, R_pi)
+        iterative = call_leaves_inputs_unchanged(dp.policy_evaluation, P, R, policy, GAMMA)
+        exact = call_leaves_inputs_unchanged(dp.policy_evaluation, P, R, policy, GAMMA, exact=True)
+        np.testing.assert_allclose(iterative, want, atol=CONVERGED, rtol=0)
+        assert_close(exact, want, cond=1 / (1 - GAMMA), what="policy_evaluation(exact=True)")
 
 
 def test_one_hot_stochastic_policy_equals_deterministic():
@@ -246,7 +256,9 @@ def test_one_hot_stochastic_policy_equals_deterministic():
     actions = np.array([0, 2, 1, 1, 0, 2])
     V_det = dp.policy_evaluation(P, R, actions, 0.8, exact=True)
     V_sto = dp.policy_evaluation(P, R, np.eye(3)[actions], 0.8, exact=True)
-    np.testing.assert_allclose(V_det, V_sto, atol=1e-12, rtol=0)
+    want = _exact_values(P, R, actions, 0.8)
+    assert_close(V_det, want, cond=1 / (1 - 0.8), what="policy_evaluation(deterministic, exact=True)")
+    assert_close(V_sto, want, cond=1 / (1 - 0.8), what="policy_evaluation(one-hot stochastic, exact=True)")
 
 
 def test_q_from_v_closed_form():
@@ -255,21 +267,20 @@ def test_q_from_v_closed_form():
     V = np.array([10.0, 20.0])
     Q = dp.q_from_v(P, R, V, 0.5)
     assert Q.shape == (2, 2)
-    np.testing.assert_allclose(Q, [[1.0 + 0.5 * 15.0, 0.5 * 20.0], [2.0 + 0.5 * 10.0, -1.0 + 0.5 * 20.0]],
-                               **TOL.EXACT64.kw())
+    assert_close(Q, [[1.0 + 0.5 * 15.0, 0.5 * 20.0], [2.0 + 0.5 * 10.0, -1.0 + 0.5 * 20.0]], what="q_from_v")
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_random_mdp_bellman_optimality(seed):
     P, R = _random_mdp(seed)
     V, policy = dp.value_iteration(P, R, 0.95)
-    np.testing.assert_allclose(V, dp.q_from_v(P, R, V, 0.95).max(axis=1), atol=1e-8, rtol=0)
+    np.testing.assert_allclose(V, (R + 0.95 * P @ V).max(axis=1), atol=CONVERGED, rtol=0)
     V_pi, _ = dp.policy_iteration(P, R, 0.95)
-    np.testing.assert_allclose(V_pi, V, atol=1e-8, rtol=0)
+    np.testing.assert_allclose(V_pi, V, atol=CONVERGED, rtol=0)
     # no deterministic policy does better than the optimum anywhere
     for trial in range(20):
         other = rng(100 + trial).integers(0, 3, size=6)
-        assert np.all(dp.policy_evaluation(P, R, other, 0.95, exact=True) <= V + 1e-8)
+        assert np.all(_exact_values(P, R, other, 0.95) <= V + CONVERGED)
 
 
 @pytest.mark.edge_case
@@ -278,26 +289,24 @@ def test_single_self_looping_state():
     for V in (dp.value_iteration(P, R, 0.9)[0], dp.policy_iteration(P, R, 0.9)[0],
               dp.policy_evaluation(P, R, np.array([0]), 0.9),
               dp.policy_evaluation(P, R, np.array([0]), 0.9, exact=True)):
-        np.testing.assert_allclose(V, [10.0], atol=1e-8, rtol=0)
+        np.testing.assert_allclose(V, [10.0], atol=CONVERGED, rtol=0)
 
 
 @pytest.mark.edge_case
 def test_gamma_zero_is_the_best_immediate_reward():
     P, R = _random_mdp(3)
     V, policy = dp.value_iteration(P, R, 0.0)
-    np.testing.assert_allclose(V, R.max(axis=1), **TOL.EXACT64.kw())
+    assert_close(V, R.max(axis=1), what="value_iteration(gamma=0) values")
     np.testing.assert_array_equal(policy, R.argmax(axis=1))
     V_pi, _ = dp.policy_iteration(P, R, 0.0)
-    np.testing.assert_allclose(V_pi, R.max(axis=1), **TOL.EXACT64.kw())
+    assert_close(V_pi, R.max(axis=1), what="policy_iteration(gamma=0) values")
 
 
 def test_inputs_are_not_mutated():
     P, R = _random_mdp(4)
-    P0, R0 = P.copy(), R.copy()
-    dp.value_iteration(P, R, 0.9)
-    dp.policy_iteration(P, R, 0.9)
-    np.testing.assert_array_equal(P, P0)
-    np.testing.assert_array_equal(R, R0)
+    call_leaves_inputs_unchanged(dp.value_iteration, P, R, 0.9)
+    call_leaves_inputs_unchanged(dp.policy_iteration, P, R, 0.9)
+    call_leaves_inputs_unchanged(dp.q_from_v, P, R, np.linspace(0.0, 1.0, 6), 0.9)
 
 
 @pytest.mark.numerics_probe
@@ -308,6 +317,7 @@ def test_gamma_near_one_with_step_costs():
         V_vi, _ = dp.value_iteration(P, R, 0.999, max_iter=100_000)
         V_pi, _ = dp.policy_iteration(P, R, 0.999)
     assert np.all(np.isfinite(V_vi)) and np.all(V_vi <= 0.0)
+    # at gamma = 0.999 value iteration stops within tol * gamma / (1 - gamma) = 1e-7 of the fixed point
     np.testing.assert_allclose(V_pi, V_vi, atol=1e-6, rtol=0)
 
 
@@ -318,42 +328,46 @@ def test_huge_rewards_stay_finite():
         V, _ = dp.value_iteration(P, R * 1e300, 0.5)
     assert np.all(np.isfinite(V))
     V_small, _ = dp.value_iteration(P, R, 0.5)
+    # both runs stop at tol = 1e-10 in their own units: 1e-8 leaves room for the two stopping points
     np.testing.assert_allclose(V / 1e300, V_small, rtol=1e-8, atol=1e-8)
 
 
+@pytest.mark.contract
 def test_model_errors():
     P, R = _random_mdp(6)
-    with pytest.raises(ValueError, match="P"):
+    with pytest.raises(ValueError):
         dp.value_iteration(P[:, :, :-1], R, 0.9)
-    with pytest.raises(ValueError, match="R"):
+    with pytest.raises(ValueError):
         dp.value_iteration(P, R[:, :2], 0.9)
     negative = P.copy()
     negative[0, 0, 0] = -0.1
     negative[0, 0, 1] += 0.1
-    with pytest.raises(ValueError, match="P"):
+    with pytest.raises(ValueError):
         dp.policy_iteration(negative, R, 0.9)
     unnormalised = P.copy()
     unnormalised[2, 1] *= 1.001
-    with pytest.raises(ValueError, match="P"):
+    with pytest.raises(ValueError):
         dp.q_from_v(unnormalised, R, np.zeros(6), 0.9)
-    with pytest.raises(ValueError, match="V"):
+    with pytest.raises(ValueError):
         dp.q_from_v(P, R, np.zeros(5), 0.9)
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize("gamma", [1.0, -0.1, 1.5, float("nan")])
 def test_gamma_errors(gamma):
     P, R = _random_mdp(7)
-    with pytest.raises(ValueError, match="gamma"):
+    with pytest.raises(ValueError):
         dp.value_iteration(P, R, gamma)
-    with pytest.raises(ValueError, match="gamma"):
+    with pytest.raises(ValueError):
         dp.policy_iteration(P, R, gamma)
-    with pytest.raises(ValueError, match="gamma"):
+    with pytest.raises(ValueError):
         dp.policy_evaluation(P, R, np.zeros(6, dtype=np.int64), gamma)
 
 
+@pytest.mark.contract
 def test_policy_errors():
     P, R = _random_mdp(8)
     for bad in (np.zeros(5, dtype=np.int64), np.array([0, 1, 2, 3, 0, 1]), np.full((6, 3), 0.5),
                 -np.eye(3)[[0, 1, 2, 0, 1, 2]], np.zeros((6, 2))):
-        with pytest.raises(ValueError, match="policy"):
+        with pytest.raises(ValueError):
             dp.policy_evaluation(P, R, bad, 0.9)

@@ -12,7 +12,7 @@ import pytest
 
 from canon_refs.rl import q_learning as ql
 from canon_refs.rl.envs import GridWorld
-from pytest_mlcanon.testing import TOL, rng, strict_numpy
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, rng, strict_numpy
 
 pytestmark = pytest.mark.canon("rl/q_learning")
 
@@ -40,8 +40,8 @@ def test_worked_update_not_done():
     before = Q.copy()
     delta = ql.q_learning_update(Q, 0, 1, 1.0, 2, False, 0.5, 0.9)
     assert isinstance(delta, float)
-    np.testing.assert_allclose(delta, 2.8, **TOL.EXACT64.kw())
-    np.testing.assert_allclose(Q[0, 1], 1.4, **TOL.EXACT64.kw())
+    assert_close(delta, 2.8, what="q_learning_update(...) delta")
+    assert_close(Q[0, 1], 1.4, what="Q[0, 1] after the update")
     before[0, 1] = Q[0, 1]
     np.testing.assert_array_equal(Q, before)  # only Q[s, a] changed
 
@@ -50,22 +50,24 @@ def test_worked_update_done_does_not_bootstrap():
     Q = np.zeros((3, 4))
     Q[2] = [0.0, 2.0, 1.0, 0.0]
     delta = ql.q_learning_update(Q, 0, 1, 1.0, 2, True, 0.5, 0.9)
-    np.testing.assert_allclose(delta, 1.0, **TOL.EXACT64.kw())
-    np.testing.assert_allclose(Q[0, 1], 0.5, **TOL.EXACT64.kw())
+    assert_close(delta, 1.0, what="q_learning_update(done=True) delta")
+    assert_close(Q[0, 1], 0.5, what="Q[0, 1] after a terminal update")
 
 
 def test_update_uses_the_current_estimate_and_the_max():
     Q = np.array([[0.3, -0.2], [-1.0, -4.0]])
     delta = ql.q_learning_update(Q, 0, 0, -0.5, 1, False, 0.25, 0.8)
-    np.testing.assert_allclose(delta, -0.5 + 0.8 * -1.0 - 0.3, **TOL.EXACT64.kw())
-    np.testing.assert_allclose(Q[0, 0], 0.3 + 0.25 * delta, **TOL.EXACT64.kw())
+    want = -0.5 + 0.8 * -1.0 - 0.3
+    assert_close(delta, want, what="q_learning_update(...) delta")
+    assert_close(Q[0, 0], 0.3 + 0.25 * want, what="Q[0, 0] after the update")
     # a self-transition reads Q[s] before writing it
     Q = np.array([[2.0, 1.0]])
     delta = ql.q_learning_update(Q, 0, 0, 0.0, 0, False, 1.0, 0.5)
-    np.testing.assert_allclose(delta, 0.5 * 2.0 - 2.0, **TOL.EXACT64.kw())
-    np.testing.assert_allclose(Q[0, 0], 1.0, **TOL.EXACT64.kw())
+    assert_close(delta, 0.5 * 2.0 - 2.0, magnitude=2.0, what="q_learning_update(self-transition) delta")
+    assert_close(Q[0, 0], 1.0, what="Q[0, 0] after a self-transition")
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize(
     ("args", "arg"),
     [
@@ -83,7 +85,7 @@ def test_update_errors_leave_q_untouched(args, arg):
     Q = np.arange(12, dtype=np.float64).reshape(3, 4)
     before = Q.copy()
     call = {"s": 0, "a": 1, "r": 1.0, "s_next": 2, "done": False, "alpha": 0.5, "gamma": 0.9, **args}
-    with pytest.raises(ValueError, match=arg):
+    with pytest.raises(ValueError):
         ql.q_learning_update(Q, **call)
     np.testing.assert_array_equal(Q, before)
 
@@ -95,7 +97,7 @@ def test_epsilon_zero_returns_the_argmax():
     g = rng(1)
     for _ in range(200):
         q = g.normal(size=5)
-        assert ql.epsilon_greedy(q, 0.0, g) == int(np.argmax(q))
+        assert call_leaves_inputs_unchanged(ql.epsilon_greedy, q, 0.0, g) == int(np.argmax(q))
     assert isinstance(ql.epsilon_greedy(np.array([0.0, 1.0]), 0.0, g), int)
 
 
@@ -116,14 +118,15 @@ def test_epsilon_mixture_frequencies():
     assert _within_4_se(freq, [0.05, 0.05, 0.85, 0.05], n=10_000)
 
 
+@pytest.mark.contract
 def test_epsilon_greedy_errors():
     g = rng(0)
     for bad in (-0.1, 1.1, float("nan")):
-        with pytest.raises(ValueError, match="epsilon"):
+        with pytest.raises(ValueError):
             ql.epsilon_greedy(np.zeros(4), bad, g)
-    with pytest.raises(ValueError, match="q_values"):
+    with pytest.raises(ValueError):
         ql.epsilon_greedy(np.zeros((2, 2)), 0.1, g)
-    with pytest.raises(ValueError, match="q_values"):
+    with pytest.raises(ValueError):
         ql.epsilon_greedy(np.array([]), 0.1, g)
 
 
@@ -137,7 +140,7 @@ def test_extreme_q_values():
         delta = ql.q_learning_update(Q, 0, 1, -1e300, 1, False, 0.5, 0.5)
     assert picks == {1}
     assert np.isfinite(delta) and np.all(np.isfinite(Q))
-    np.testing.assert_allclose(Q[0, 1], 0.5 * (-1e300 + 0.5e300), rtol=1e-12)
+    assert_close(Q[0, 1], 0.5 * (-1e300 + 0.5e300), magnitude=1e300, what="Q[0, 1] after an update of size 1e300")
 
 
 # --- greedy policy and training -------------------------------------------------------------------------
@@ -145,7 +148,7 @@ def test_extreme_q_values():
 
 def test_greedy_policy():
     Q = np.array([[0.0, 1.0, 1.0, 0.0], [5.0, -1.0, 0.0, 5.0], [0.0, 0.0, 0.0, 0.0]])
-    policy = ql.greedy_policy(Q)
+    policy = call_leaves_inputs_unchanged(ql.greedy_policy, Q)
     assert policy.dtype == np.int64 and policy.shape == (3,)
     assert policy.tolist() == [1, 0, 0]
 
@@ -187,16 +190,16 @@ def test_episode_length_limit():
     Q, returns = ql.q_learning(env, 200, alpha=1.0, gamma=0.9, epsilon=1.0, max_steps=1, seed=0)
     assert len(returns) == 200
     assert Q[0, 1] == 1.0 and 0.0 < sum(returns) < 200
-    np.testing.assert_allclose(Q[0, [0, 2, 3]], [0.9, 0.9, 0.9], atol=1e-12)
+    assert_close(Q[0, [0, 2, 3]], [0.9, 0.9, 0.9], what="Q[0, bumping actions] = 0.9 * max Q[0]")
 
 
+@pytest.mark.contract
 def test_training_errors():
     env = GridWorld()
-    for kwargs, arg in (({"alpha": 0.0}, "alpha"), ({"gamma": 2.0}, "gamma"), ({"epsilon": -1.0}, "epsilon"),
-                        ({"max_steps": 0}, "max_steps")):
-        with pytest.raises(ValueError, match=arg):
+    for kwargs in ({"alpha": 0.0}, {"gamma": 2.0}, {"epsilon": -1.0}, {"max_steps": 0}):
+        with pytest.raises(ValueError):
             ql.q_learning(env, 5, **kwargs)
-    with pytest.raises(ValueError, match="n_episodes"):
+    with pytest.raises(ValueError):
         ql.q_learning(env, 0)
-    with pytest.raises(ValueError, match="Q"):
+    with pytest.raises(ValueError):
         ql.greedy_policy(np.zeros(4))

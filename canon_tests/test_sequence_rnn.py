@@ -6,10 +6,21 @@ import numpy as np
 import pytest
 
 from canon_refs.sequence import rnn
-from pytest_mlcanon.testing import TOL, assert_grad_matches, strict_numpy
+from pytest_mlcanon.testing import (
+    assert_close,
+    assert_grad_matches,
+    call_leaves_inputs_unchanged,
+    strict_numpy,
+)
 from pytest_mlcanon.testing import rng as make_rng
 
 pytestmark = pytest.mark.canon("sequence/rnn")
+
+
+def _close(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    """float64 states and gradients against a trusted value: a few ulps of the largest entry, times the
+    terms a step sums (D + H <= 9) and the steps a gradient travels (T <= 7)."""
+    assert_close(got, want, magnitude=float(np.abs(want).max()) + 1.0, cond=64, what=what)
 
 GRAD_KEYS = {"x", "h0", "Wxh", "Whh", "bh"}
 
@@ -71,17 +82,17 @@ def test_step_closed_form() -> None:
     h_prev = np.array([[0.5, -0.2]])
     # pre = [1 - 0.5 - 0.4 + 0.25, -2 + 0 - 0.1 + 0.1] = [0.35, -2.0]
     h = rnn.rnn_step(x_t, h_prev, params)
-    np.testing.assert_allclose(h, np.tanh([[0.35, -2.0]]), **TOL.EXACT64.kw())
+    _close(h, np.tanh([[0.35, -2.0]]), "rnn: rnn_step(x_t, h_prev, params)")
 
 
 def test_forward_matches_torch_rnn() -> None:
     pytest.importorskip("torch")
     params, x, h0, _ = _case(3, 7, 4, 5, seed=1)
-    hs, _ = rnn.rnn_forward(x, h0, params)
+    hs, _ = call_leaves_inputs_unchanged(rnn.rnn_forward, x, h0, params)
     *_, out, h_n = _torch_rnn(params, x, h0)
     assert hs.shape == (3, 7, 5) and hs.dtype == np.float64
-    np.testing.assert_allclose(hs, out.detach().numpy(), **TOL.EXACT64.kw())
-    np.testing.assert_allclose(hs[:, -1], h_n[0].detach().numpy(), **TOL.EXACT64.kw())
+    _close(hs, out.detach().numpy(), "rnn: hs")
+    _close(hs[:, -1], h_n[0].detach().numpy(), "rnn: hs[:, -1]")
 
 
 def test_forward_with_default_init_matches_torch_rnn() -> None:
@@ -90,14 +101,14 @@ def test_forward_with_default_init_matches_torch_rnn() -> None:
     _, x, h0, _ = _case(2, 6, 3, 4, seed=2)
     hs, _ = rnn.rnn_forward(x, h0, params)
     *_, out, _ = _torch_rnn(params, x, h0)
-    np.testing.assert_allclose(hs, out.detach().numpy(), **TOL.EXACT64.kw())
+    _close(hs, out.detach().numpy(), "rnn: hs")
 
 
 def test_gradients_match_torch_autograd() -> None:
     pytest.importorskip("torch")
     params, x, h0, G = _case(3, 6, 4, 5, seed=3)
     hs, cache = rnn.rnn_forward(x, h0, params)
-    grads = rnn.rnn_backward(G, cache)
+    grads = call_leaves_inputs_unchanged(rnn.rnn_backward, G, cache)
     assert set(grads) == GRAD_KEYS
     import torch
 
@@ -112,9 +123,9 @@ def test_gradients_match_torch_autograd() -> None:
     }
     for key, want in expected.items():
         assert grads[key].shape == want.shape, key
-        np.testing.assert_allclose(grads[key], want, atol=1e-10, rtol=0, err_msg=key)
+        _close(grads[key], want, f"rnn_backward(...)[{key!r}]")
     # bias_hh receives the same gradient as bias_ih: bh stands for their sum.
-    np.testing.assert_allclose(module.bias_hh_l0.grad.numpy(), grads["bh"], atol=1e-10, rtol=0)
+    _close(module.bias_hh_l0.grad.numpy(), grads["bh"], "rnn: module.bias_hh_l0.grad.numpy()")
 
 
 def test_gradients_match_finite_differences() -> None:
@@ -157,12 +168,12 @@ def test_single_step_equals_rnn_step() -> None:
     hs, cache = rnn.rnn_forward(x, h0, params)
     h1 = rnn.rnn_step(x[:, 0], h0, params)
     assert hs.shape == (3, 1, 5)
-    np.testing.assert_allclose(hs[:, 0], h1, **TOL.EXACT64.kw())
+    _close(hs[:, 0], h1, "rnn: hs[:, 0]")
     grads = rnn.rnn_backward(G, cache)
     dpre = G[:, 0] * (1.0 - h1**2)
-    np.testing.assert_allclose(grads["Wxh"], x[:, 0].T @ dpre, atol=1e-12, rtol=0)
-    np.testing.assert_allclose(grads["Whh"], h0.T @ dpre, atol=1e-12, rtol=0)
-    np.testing.assert_allclose(grads["h0"], dpre @ params["Whh"].T, atol=1e-12, rtol=0)
+    _close(grads["Wxh"], x[:, 0].T @ dpre, "rnn: grads['Wxh']")
+    _close(grads["Whh"], h0.T @ dpre, "rnn: grads['Whh']")
+    _close(grads["h0"], dpre @ params["Whh"].T, "rnn: grads['h0']")
 
 
 @pytest.mark.edge_case
@@ -171,10 +182,10 @@ def test_batch_of_one_matches_the_batched_rows() -> None:
     hs, cache = rnn.rnn_forward(x, h0, params)
     grads = rnn.rnn_backward(G, cache)
     hs1, cache1 = rnn.rnn_forward(x[1:2], h0[1:2], params)
-    np.testing.assert_allclose(hs1, hs[1:2], **TOL.EXACT64.kw())
+    _close(hs1, hs[1:2], "rnn: hs1")
     grads1 = rnn.rnn_backward(G[1:2], cache1)
-    np.testing.assert_allclose(grads1["x"], grads["x"][1:2], atol=1e-12, rtol=0)
-    np.testing.assert_allclose(grads1["h0"], grads["h0"][1:2], atol=1e-12, rtol=0)
+    _close(grads1["x"], grads["x"][1:2], "rnn: grads1['x']")
+    _close(grads1["h0"], grads["h0"][1:2], "rnn: grads1['h0']")
 
 
 def test_vanishing_gradient_with_small_recurrent_weight() -> None:
@@ -200,7 +211,7 @@ def test_saturated_inputs_stay_finite() -> None:
         hs, cache = rnn.rnn_forward(x, h0, params)
         grads = rnn.rnn_backward(G, cache)
     assert np.isfinite(hs).all() and np.abs(hs).max() <= 1.0
-    assert np.abs(hs).min() > 1.0 - 1e-12  # saturated
+    assert np.abs(hs).min() > 1.0 - 1e-12  # saturated: tanh of a pre-activation beyond ~19 rounds to +-1
     for key, value in grads.items():
         assert np.isfinite(value).all(), key
     # Saturated tanh has zero slope: nothing flows back into the weights or the inputs.
@@ -218,38 +229,41 @@ def _bad_params(kind: str, params: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return bad
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize("kind", ["missing", "Whh_shape", "bh_shape"])
 def test_bad_params_raise(kind: str) -> None:
     params, x, h0, _ = _case(2, 3, 3, 4, seed=11)
     bad = _bad_params(kind, params)
-    with pytest.raises(ValueError, match="params"):
+    with pytest.raises(ValueError):
         rnn.rnn_forward(x, h0, bad)
-    with pytest.raises(ValueError, match="params"):
+    with pytest.raises(ValueError):
         rnn.rnn_step(x[:, 0], h0, bad)
 
 
+@pytest.mark.contract
 def test_bad_shapes_raise() -> None:
     params, x, h0, G = _case(2, 3, 3, 4, seed=12)
-    with pytest.raises(ValueError, match=r"\bx\b"):
+    with pytest.raises(ValueError):
         rnn.rnn_forward(x[:, 0], h0, params)  # 2-D
-    with pytest.raises(ValueError, match=r"\bx\b"):
+    with pytest.raises(ValueError):
         rnn.rnn_forward(x[..., :2], h0, params)  # width != D
-    with pytest.raises(ValueError, match="h0"):
+    with pytest.raises(ValueError):
         rnn.rnn_forward(x, h0[:1], params)
-    with pytest.raises(ValueError, match="h0"):
+    with pytest.raises(ValueError):
         rnn.rnn_forward(x, h0[:, :3], params)
-    with pytest.raises(ValueError, match="x_t"):
+    with pytest.raises(ValueError):
         rnn.rnn_step(x[:, 0, :2], h0, params)
-    with pytest.raises(ValueError, match="h_prev"):
+    with pytest.raises(ValueError):
         rnn.rnn_step(x[:, 0], h0[:, :3], params)
     _, cache = rnn.rnn_forward(x, h0, params)
-    with pytest.raises(ValueError, match="dhs"):
+    with pytest.raises(ValueError):
         rnn.rnn_backward(G[:, :2], cache)
-    with pytest.raises(ValueError, match="dhs"):
+    with pytest.raises(ValueError):
         rnn.rnn_backward(G[..., :3], cache)
 
 
-@pytest.mark.parametrize(("input_size", "hidden_size", "arg"), [(0, 4, "input_size"), (3, 0, "hidden_size"), (3, 2.5, "hidden_size")])
-def test_bad_sizes_raise(input_size: int, hidden_size: int, arg: str) -> None:
-    with pytest.raises(ValueError, match=arg):
+@pytest.mark.contract
+@pytest.mark.parametrize(("input_size", "hidden_size"), [(0, 4), (3, 0), (3, 2.5)])
+def test_bad_sizes_raise(input_size: int, hidden_size: int) -> None:
+    with pytest.raises(ValueError):
         rnn.init_rnn_params(input_size, hidden_size)

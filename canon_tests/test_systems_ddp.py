@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from canon_refs.systems import ddp_example
-from pytest_mlcanon.testing import TOL, randn
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, randn
 
 pytestmark = pytest.mark.canon("systems/ddp")
 
@@ -50,9 +50,16 @@ def _single_process(model: nn.Module, x, y, steps: int, optimizer: str = "sgd", 
     return model, losses
 
 
-def _assert_params_close(a: nn.Module, b: nn.Module, atol: float) -> None:
+def _assert_params_close(a: nn.Module, b: nn.Module, what: str) -> None:
+    """Parameters of size <= 1 after STEPS updates: sharded and full-batch gradients sum the same terms
+    in another order, so each step may differ by a few float32 ulps, and STEPS steps accumulate them."""
     for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
-        torch.testing.assert_close(pa.detach(), pb.detach(), atol=atol, rtol=0.0, msg=f"parameter {name} differs")
+        assert_close(pa.detach(), pb.detach(), magnitude=1.0, cond=STEPS, what=f"{what}: parameter {name}")
+
+
+def _assert_losses_close(got: list[float], want: list[float], what: str) -> None:
+    assert_close(torch.tensor(got, dtype=torch.float64), torch.tensor(want, dtype=torch.float64), dtype="float32",
+                 magnitude=max(want), cond=STEPS, what=what)
 
 
 # --- collectives and sharding ----------------------------------------------------------------------------
@@ -62,13 +69,12 @@ def test_all_reduce_mean_of_two_ranks():
     a = randn(3, 4, seed=1)
     b = randn(3, 4, seed=2)
     a_before, b_before = a.clone(), b.clone()
-    out = ddp_example.all_reduce_mean([a, b])
+    out = call_leaves_inputs_unchanged(ddp_example.all_reduce_mean, [a, b])
     assert isinstance(out, list) and len(out) == 2
     for t in out:
         assert t.shape == (3, 4) and t.dtype == torch.float32
-        torch.testing.assert_close(t, (a + b) / 2, **TOL.TORCH_OP.kw())
+        assert_close(t, (a_before.double() + b_before.double()) / 2, what="all_reduce_mean of two ranks")
     assert torch.equal(out[0], out[1]), "every rank must receive bitwise the same mean"
-    assert torch.equal(a, a_before) and torch.equal(b, b_before)
     out[0].add_(1.0)  # new tensors: one rank's copy is not another's, nor an input
     assert not torch.equal(out[0], out[1])
     assert torch.equal(a, a_before) and torch.equal(b, b_before)
@@ -80,7 +86,7 @@ def test_all_reduce_mean_of_four_ranks():
     assert len(out) == 4
     for t in out:
         assert t.dtype == torch.float64
-        torch.testing.assert_close(t, torch.full((2,), 1.5, dtype=torch.float64), atol=1e-15, rtol=0.0)
+        assert_close(t, torch.full((2,), 1.5, dtype=torch.float64), what="all_reduce_mean of four ranks")
 
 
 @pytest.mark.numerics_probe
@@ -94,14 +100,14 @@ def test_all_reduce_mean_of_large_half_precision_gradients_stays_finite(dtype):
     for t in out:
         assert t.dtype == dtype
         assert torch.isfinite(t).all(), f"{dtype} all-reduce overflowed"
-        torch.testing.assert_close(t.float(), expected, atol=0.0, rtol=1e-2)
+        torch.testing.assert_close(t.float(), expected, atol=0.0, rtol=1e-2)  # C8's low-precision tolerance
 
 
-@pytest.mark.edge_case
+@pytest.mark.contract
 def test_all_reduce_mean_errors():
-    with pytest.raises(ValueError, match="per_rank"):
+    with pytest.raises(ValueError):
         ddp_example.all_reduce_mean([])
-    with pytest.raises(ValueError, match="per_rank"):
+    with pytest.raises(ValueError):
         ddp_example.all_reduce_mean([torch.zeros(3), torch.zeros(4)])
 
 
@@ -117,15 +123,15 @@ def test_shard_indices_are_contiguous_blocks():
     assert ddp_example.shard_indices(5, 1, 0).tolist() == [0, 1, 2, 3, 4]
 
 
-@pytest.mark.edge_case
+@pytest.mark.contract
 def test_shard_indices_errors():
-    with pytest.raises(ValueError, match="n"):
+    with pytest.raises(ValueError):
         ddp_example.shard_indices(10, 4, 0)
-    with pytest.raises(ValueError, match="rank"):
+    with pytest.raises(ValueError):
         ddp_example.shard_indices(8, 4, 4)
-    with pytest.raises(ValueError, match="rank"):
+    with pytest.raises(ValueError):
         ddp_example.shard_indices(8, 4, -1)
-    with pytest.raises(ValueError, match="world"):
+    with pytest.raises(ValueError):
         ddp_example.shard_indices(8, 0, 0)
 
 
@@ -148,9 +154,9 @@ def test_simulated_ddp_matches_full_batch_sgd(world):
             for p0, p in zip(ddp.replicas[0].parameters(), replica.parameters()):
                 assert torch.equal(p0, p)
     assert all(isinstance(v, float) for v in losses)
-    assert losses == pytest.approx(target_losses, abs=1e-6)
+    _assert_losses_close(losses, target_losses, f"SimulatedDDP(world={world}) losses vs full-batch SGD")
     for replica in ddp.replicas:
-        _assert_params_close(replica, target, atol=1e-6)
+        _assert_params_close(replica, target, f"SimulatedDDP(world={world}) vs full-batch SGD")
     assert losses[-1] < losses[0]
 
 
@@ -160,7 +166,7 @@ def test_simulated_ddp_leaves_the_model_untouched_and_replicas_independent():
     ddp = ddp_example.SimulatedDDP(model, world=2, lr=LR)
     assert all(r is not model for r in ddp.replicas)
     assert ddp.replicas[0] is not ddp.replicas[1]
-    ddp.train_step(*_data(), F.mse_loss)
+    call_leaves_inputs_unchanged(ddp.train_step, *_data(), F.mse_loss)
     for key, value in model.state_dict().items():
         assert torch.equal(value, before[key])
     with torch.no_grad():
@@ -175,8 +181,8 @@ def test_world_one_is_plain_training():
     target, target_losses = _single_process(model, x, y, STEPS)
     losses = [ddp.train_step(x, y, F.mse_loss) for _ in range(STEPS)]
     assert ddp.in_sync()
-    assert losses == pytest.approx(target_losses, abs=1e-7)
-    _assert_params_close(ddp.replicas[0], target, atol=1e-7)
+    _assert_losses_close(losses, target_losses, "SimulatedDDP(world=1) losses vs plain training")
+    _assert_params_close(ddp.replicas[0], target, "SimulatedDDP(world=1) vs plain training")
 
 
 def test_simulated_ddp_with_adamw_matches_full_batch():
@@ -188,17 +194,17 @@ def test_simulated_ddp_with_adamw_matches_full_batch():
     for _ in range(STEPS):
         ddp.train_step(x, y, F.mse_loss)
     assert ddp.in_sync()
-    _assert_params_close(ddp.replicas[0], target, atol=1e-6)
+    _assert_params_close(ddp.replicas[0], target, "SimulatedDDP(world=4, adamw) vs full-batch AdamW")
 
 
-@pytest.mark.edge_case
+@pytest.mark.contract
 def test_train_step_rejects_uneven_batches_before_touching_replicas():
     ddp = ddp_example.SimulatedDDP(_mlp(), world=4, lr=LR)
     before = copy.deepcopy(ddp.replicas[0].state_dict())
     x, y = _data()
-    with pytest.raises(ValueError, match="x"):
+    with pytest.raises(ValueError):
         ddp.train_step(x[:10], y[:10], F.mse_loss)
-    with pytest.raises(ValueError, match="x"):
+    with pytest.raises(ValueError):
         ddp.train_step(x, y[:8], F.mse_loss)
     for replica in ddp.replicas:
         for key, value in replica.state_dict().items():
@@ -206,17 +212,17 @@ def test_train_step_rejects_uneven_batches_before_touching_replicas():
         assert all(p.grad is None for p in replica.parameters())
 
 
-@pytest.mark.edge_case
+@pytest.mark.contract
 def test_constructor_errors():
-    with pytest.raises(ValueError, match="world"):
+    with pytest.raises(ValueError):
         ddp_example.SimulatedDDP(_mlp(), world=0, lr=LR)
-    with pytest.raises(ValueError, match="lr"):
+    with pytest.raises(ValueError):
         ddp_example.SimulatedDDP(_mlp(), world=2, lr=0.0)
-    with pytest.raises(ValueError, match="optimizer"):
+    with pytest.raises(ValueError):
         ddp_example.SimulatedDDP(_mlp(), world=2, lr=LR, optimizer="adam")
 
 
-@pytest.mark.edge_case
+@pytest.mark.contract
 def test_allreduce_gradients_needs_a_process_group():
     import torch.distributed as dist
 
@@ -305,4 +311,4 @@ def test_gloo_ranks_match_simulated_ddp(tmp_path):
     for r in range(world):
         state = torch.load(tmp_path / f"rank{r}.pt")
         for key, value in expected.items():
-            torch.testing.assert_close(state[key], value, atol=1e-6, rtol=0.0, msg=f"rank {r}: {key}")
+            assert_close(state[key], value, magnitude=1.0, cond=STEPS, what=f"gloo rank {r}: {key}")

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from canon_refs.vision import tiny_cnn
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged
 
 pytestmark = pytest.mark.canon("vision/tiny_cnn")
 
@@ -95,26 +96,27 @@ def test_batch_of_one_in_eval_mode():
         full = model(x)
         one = model(x[2:3])
     assert one.shape == (1, 4)
-    torch.testing.assert_close(one[0], full[2], atol=1e-6, rtol=1e-5)
+    # float32 forward of one image vs the same image inside a batch: the kernels may sum in another order
+    assert_close(one[0], full[2], cond=64, what="TinyCNN(x[2:3]) vs TinyCNN(x)[2]")
 
 
 def test_training_reaches_accuracy(bars):
     torch.manual_seed(0)
     model = tiny_cnn.TinyCNN()
-    # CPU time of this single-threaded process: the 10 s wall budget of an idle machine, without
-    # counting other processes' work on a shared one.
+    # CPU time of this single-threaded process (the reference takes ~3 s): a budget that only catches
+    # a pathologically slow loop, not a different but reasonable implementation.
     start = time.process_time()
-    out = tiny_cnn.train_cnn(
-        model, bars["X_train"], bars["y_train"], steps=300, batch_size=64, lr=3e-3, seed=0
+    out = call_leaves_inputs_unchanged(
+        tiny_cnn.train_cnn, model, bars["X_train"], bars["y_train"], steps=300, batch_size=64, lr=3e-3, seed=0
     )
     elapsed = time.process_time() - start
-    losses = out["losses"]
+    losses = out["losses"]  # extra keys in the returned dict are allowed
     assert len(losses) == 300
     assert all(isinstance(v, float) and v == v for v in losses)
     assert sum(losses[-20:]) / 20 < sum(losses[:20]) / 20
     accuracy = tiny_cnn.evaluate(model, bars["X_test"], bars["y_test"])
     assert accuracy >= 0.95, f"test accuracy {accuracy:.3f} after 300 steps"
-    assert elapsed < 10.0, f"training took {elapsed:.1f} s of CPU time (budget 10 s)"
+    assert elapsed < 30.0, f"training took {elapsed:.1f} s of CPU time (budget 30 s)"
 
 
 def test_same_seed_gives_identical_losses(bars):
@@ -142,7 +144,8 @@ def test_loss_is_cross_entropy_of_the_logits(bars):
         want = F.cross_entropy(model(X[:1]), y[:1]).item()
     got = tiny_cnn.train_cnn(model, X, y, steps=1, batch_size=4)["losses"]
     assert len(got) == 1
-    assert got[0] == pytest.approx(want, abs=1e-5)
+    assert_close(got[0], want, dtype=torch.float32, magnitude=max(want, 1.0), cond=64,
+                 what="train_cnn(...)['losses'][0]")
 
 
 def test_evaluate_accuracy_and_mode(bars):
@@ -153,12 +156,13 @@ def test_evaluate_accuracy_and_mode(bars):
     with torch.no_grad():
         want = int((model(X).argmax(dim=-1) == y).sum()) / len(y)
     model.train()
-    acc = tiny_cnn.evaluate(model, X, y, batch_size=7)
+    acc = call_leaves_inputs_unchanged(tiny_cnn.evaluate, model, X, y, batch_size=7)
     assert isinstance(acc, float)
-    assert acc == pytest.approx(want, abs=1e-12)
+    # a ratio of counts, which an implementation may compute as a float32 mean
+    assert_close(acc, want, dtype=torch.float32, what="evaluate(model, X, y)")
     assert model.training, "evaluate must restore train mode"
     model.eval()
-    assert tiny_cnn.evaluate(model, X, y) == pytest.approx(want, abs=1e-12)
+    assert_close(tiny_cnn.evaluate(model, X, y), want, dtype=torch.float32, what="evaluate(model, X, y)")
     assert not model.training, "evaluate must leave an eval-mode model in eval mode"
 
 
@@ -174,25 +178,29 @@ def test_huge_inputs_give_finite_losses(bars):
     assert max(losses) > 10.0, "losses this large come only from unsquashed logits"
 
 
+# ---- input checks (contract: the exception type only) -------------------------------------------
+
+
+@pytest.mark.contract
 def test_forward_errors():
     model = tiny_cnn.TinyCNN(in_channels=1)
-    with pytest.raises(ValueError, match="x"):
+    with pytest.raises(ValueError):
         model(torch.randn(1, 16, 16))
-    with pytest.raises(ValueError, match="channel"):
+    with pytest.raises(ValueError):
         model(torch.randn(2, 3, 16, 16))
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize(
-    "kwargs, n_labels, arg",
-    [({}, 9, "y"), ({"steps": 0}, 10, "steps"), ({"batch_size": 0}, 10, "batch_size")],
+    "kwargs, n_labels", [({}, 9), ({"steps": 0}, 10), ({"batch_size": 0}, 10)], ids=["y", "steps", "batch_size"]
 )
-def test_train_cnn_errors(kwargs, n_labels, arg):
+def test_train_cnn_errors(kwargs, n_labels):
     torch.manual_seed(0)
     model = tiny_cnn.TinyCNN()
     X = torch.randn(10, 1, 8, 8)
     y = torch.zeros(n_labels, dtype=torch.long)
     before = copy.deepcopy(model.state_dict())
-    with pytest.raises(ValueError, match=arg):
+    with pytest.raises(ValueError):
         tiny_cnn.train_cnn(model, X, y, **kwargs)
     for name, value in model.state_dict().items():
         assert torch.equal(value, before[name]), "a failed call must not update the weights"

@@ -99,7 +99,7 @@ class Sandbox:
     # -- stubs ----------------------------------------------------------------------------------------
     def require_drillable(self, item: catalog.Item) -> None:
         """A DrillError unless the installed canon has the item's references and tests."""
-        from pytest_mlcanon.run import tests_dir
+        from pytest_mlcanon.layout import tests_dir
 
         missing = [m for m in item.modules if stubs.reference_file(m) is None]
         if missing:
@@ -204,7 +204,7 @@ def start(root: Path, item: catalog.Item, practice: str | None) -> Started:
 
 def drillable(item: catalog.Item) -> bool:
     """True when the installed canon has the item's references and reference tests."""
-    from pytest_mlcanon.run import in_canon
+    from pytest_mlcanon.layout import in_canon
 
     return in_canon(item)
 

@@ -8,7 +8,7 @@ shift), and those fifteen are the real study list. A line looks like::
 
 Misses are named in the learner's terms, from two sources: the failing reference tests (their names
 say what they probe: ``..._fully_masked_row_...`` is the ``-inf`` padding row) and the rubric's
-findings (``NUM003`` is "eps outside sqrt"). The part in parentheses is the evidence; ranking
+findings (``NUM003`` is "eps outside sqrt", the rule registry's ``miss`` phrase). The part in parentheses is the evidence; ranking
 ignores it, so the same miss on two items counts twice. Every check of one attempt rewrites that
 attempt's single line, so checking early and often does not flood the log. Learners may add lines
 by hand in the same form (``- date · item · what went wrong; another miss``).
@@ -23,7 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_mlcanon.rubric.model import ItemScore, Outcome
+from pytest_mlcanon.evidence import Outcome, Status
+from pytest_mlcanon.rubric import rules
+from pytest_mlcanon.rubric.model import ItemScore
 from pytest_mlcanon.state import state_dir, write_text
 
 if TYPE_CHECKING:
@@ -119,34 +121,6 @@ TEST_MISSES: tuple[tuple[str, str], ...] = (
     ("accuracy", "training does not converge"),
 )
 
-# Rubric codes -> the miss; None means the code is covered elsewhere (test outcomes, the timer).
-FINDING_MISSES: dict[str, str | None] = {
-    "COR001": None, "COR003": None, "NUM100": None, "API006": None,
-    "COR002": "missing public name",
-    "COR004": "syntax error",
-    "SHP001": "shape comments missing",
-    "SHP002": "wrong shape comment",
-    "SHP003": "malformed shape comment",
-    "NUM001": "exp without subtracting the max",
-    "NUM002": "-inf mask fill",
-    "NUM003": "eps outside sqrt",
-    "NUM004": "log of softmax/sigmoid (use log_softmax/logsigmoid)",
-    "NUM005": "mask constant overflows fp16",
-    "API001": "silent full transpose (.T on 3-D+; transpose(-2, -1) for K)",
-    "API002": ".view after transpose",
-    "API003": "Python loop over elements",
-    "API004": "deprecated API",
-    "API005": "forbidden shortcut",
-    "API007": "legacy np.random global RNG",
-    "EXP001": "no plan in the module docstring",
-    "EXP002": "public function without a docstring",
-    "EXP003": "plan too short",
-    "EXP004": "no shapes in the docstrings",
-    "EXP005": "no trade-off stated",
-    "EXP006": "nothing on what you would test",
-}
-
-
 def miss_for_test(nodeid: str, message: str = "") -> str:
     """The miss a failing reference test stands for, with the test as evidence."""
     name = nodeid.split("::")[-1].split("[")[0]
@@ -169,16 +143,16 @@ def misses_for(score: ItemScore, outcomes: Iterable[Outcome], over_time: bool, e
     def add(text: str) -> None:
         found.setdefault(key(text), text)
 
-    if score.status == "error":
+    if score.status is Status.ERROR:
         importing = "while importing" in score.error or score.error.startswith("SyntaxError")
         add(f"{'file does not import' if importing else 'could not run'} ({_short(score.error)})")
     for outcome in outcomes:
-        if outcome.outcome in {"failed", "error"}:
+        if outcome.failed:
             add(miss_for_test(outcome.nodeid, outcome.message))
     for finding in score.findings:
-        miss = FINDING_MISSES.get(finding.code, f"{finding.code} {finding.message}")
+        miss = rules.miss(finding.code)  # the registry's phrase; None: the failing tests or the timer say it
         if miss is not None:
-            detail = _name_in(finding.message) if finding.code == "COR002" else finding.where
+            detail = finding.subject if finding.code == "COR002" else finding.where
             add(f"{miss} ({detail})" if detail else miss)
     if over_time:
         add(f"over time ({elapsed_min:.0f} min of {allowed_min:.0f} allowed)")
@@ -301,7 +275,3 @@ def _short(text: str, limit: int = 100) -> str:
     line = text.splitlines()[0] if text else ""
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
-
-def _name_in(message: str) -> str:
-    found = re.search(r"`([^`]+)`", message)
-    return found.group(1) if found else ""

@@ -1,25 +1,23 @@
-"""The pytest plugin: options and thin hooks, each delegating to ``run``, ``rubric`` and ``reports``.
+"""The pytest plugin: its options, the redirect installed before any conftest, and the run built in
+``pytest_configure``; every hook of a run is a method of the run's job objects (``pytest_mlcanon.run``).
 
-Nothing heavy is imported at load (``pytest --help`` must not import torch); the run object is built
-in ``pytest_configure`` only when ``--canon-item`` is given. Without it the plugin only registers
-its markers and stays out of the way of an ordinary test run.
+Nothing heavy is imported at load (``pytest --help`` must not import torch); the run is built only
+when ``--canon-item`` is given. Without it the plugin only registers its markers and stays out of
+the way of an ordinary test run.
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
-from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from pytest_mlcanon import settings as settings_mod
 
-if TYPE_CHECKING:
-    from pytest_mlcanon.run import CanonRun
-
-RUN_PLUGIN_NAME = "mlcanon-run"
+RUN_PLUGIN_NAME = "mlcanon-run"  # the run's shared state (``run.CanonRun``)
 _IMPL_KEY = pytest.StashKey["tuple[Any, Any]"]()
 
 MARKERS = (
@@ -53,6 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--canon-report", dest="canon_report", action="append", default=[], metavar="FORMAT:PATH",
         help="also write the rubric report: json:PATH or markdown:PATH (repeatable)",
     )
+    group.addoption("--canon-gather-only", dest="canon_gather_only", action="store_true", default=False,
+                    help=argparse.SUPPRESS)  # a grading job: gather the evidence, score nothing
     for spec in settings_mod.SPECS:
         if spec.flag is not None:
             kwargs: dict[str, Any] = {"dest": f"mlcanon_{spec.key}", "default": None, "help": spec.help}
@@ -88,7 +88,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if _IMPL_KEY not in config.stash:
         return
     from pytest_mlcanon import redirect
-    from pytest_mlcanon.run import CanonRun
+    from pytest_mlcanon.rubric.shape_instrument import Recorder
+    from pytest_mlcanon.run import start
 
     items, chosen = config.stash[_IMPL_KEY]
     try:
@@ -105,14 +106,13 @@ def pytest_configure(config: pytest.Config) -> None:
             "--canon-item collects the item's reference tests itself; drop the positional paths "
             f"({' '.join(config.args)})"
         )
-    run = CanonRun(config, items, chosen, resolved, reports=reports, timed=config.getoption("canon_timed"))
+    recorder = Recorder() if resolved.runtime_shapes else None
     finder = redirect.active_finder()
     if finder is not None:
-        under_test = frozenset(m for item in items for m in item.modules)
-        finder.instrument = under_test if resolved.runtime_shapes else frozenset()
-    run.prepare()
-    config.args[:] = run.collect_args()
-    config.pluginmanager.register(run, RUN_PLUGIN_NAME)
+        finder.instrument = frozenset(m for item in items for m in item.modules) if recorder else frozenset()
+        finder.recorder = recorder
+    start(config, items, chosen, resolved, recorder, reports=reports, timed=config.getoption("canon_timed"),
+          gather_only=config.getoption("canon_gather_only"))
 
 
 def _parse_report_targets(values: list[str]) -> list[tuple[str, Path]]:
@@ -125,41 +125,8 @@ def _parse_report_targets(values: list[str]) -> list[tuple[str, Path]]:
     return targets
 
 
-def _run(config: pytest.Config) -> CanonRun | None:
-    run: CanonRun | None = config.pluginmanager.get_plugin(RUN_PLUGIN_NAME)
-    return run
-
-
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    run = _run(config)
-    if run is None:
-        return
-    kept, dropped = run.select(items)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-    items[:] = kept
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtestloop(session: pytest.Session) -> Generator[None, None, None]:
-    """After the tests, score the rubric and turn failures into a failing exit status (as pytest-cov)."""
-    yield
-    run = _run(session.config)
-    if run is None or hasattr(session.config, "workerinput"):
-        return
-    session.testsfailed += run.finish()
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    run = _run(config)
-    if run is not None and not hasattr(config, "workerinput"):
-        run.summarize(terminalreporter)
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
-    run = _run(config)
-    if run is not None:
+    if config.pluginmanager.has_plugin(RUN_PLUGIN_NAME):
         from pytest_mlcanon import redirect
 
         redirect.uninstall()
-

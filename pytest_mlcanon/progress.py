@@ -39,7 +39,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pytest_mlcanon.rubric.model import Outcome
+from pytest_mlcanon.evidence import Outcome
 from pytest_mlcanon.state import StateError, dump_json, load_json, locked, state_dir, write_json
 
 SCHEMA_VERSION = 1
@@ -322,7 +322,7 @@ def check_passed(correctness_passed: bool, outcomes: Iterable[Outcome]) -> bool:
     Numerics probes count toward the Numerics axis rather than Correctness, but a failing probe
     still fails the pytest run, so it fails the check too: the record agrees with the exit status.
     """
-    return correctness_passed and not any(o.outcome in {"failed", "error"} for o in outcomes)
+    return correctness_passed and not any(o.failed for o in outcomes)
 
 
 def record_check(entry: dict[str, Any], running: Clock, check: Check, now: float) -> dict[str, Any]:

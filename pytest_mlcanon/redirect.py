@@ -23,6 +23,10 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_mlcanon.rubric.shape_instrument import Recorder
 
 REF_PACKAGE = "canon_refs"
 ALIAS_PACKAGE = "mlbook"
@@ -74,11 +78,16 @@ class _AliasLoader(importlib.abc.Loader):
 
 
 class _InstrumentingLoader(importlib.machinery.SourceFileLoader):
-    """Loads a learner file with its shape comments instrumented (see ``rubric.shape_instrument``).
+    """Loads a learner file with its shape comments instrumented (see ``rubric.shape_instrument``),
+    recording into the finder's recorder.
 
     The code is compiled from source every time and never cached in ``__pycache__``, so an
     instrumented module cannot leak into an ordinary import later.
     """
+
+    def __init__(self, fullname: str, path: str, recorder: Recorder) -> None:
+        super().__init__(fullname, path)
+        self.recorder = recorder
 
     def exec_module(self, module: ModuleType) -> None:
         from pytest_mlcanon.rubric import shape_instrument, source
@@ -89,7 +98,7 @@ class _InstrumentingLoader(importlib.machinery.SourceFileLoader):
         except source.SourceError:
             super().exec_module(module)  # let Python raise the real SyntaxError, with file and line
             return
-        tree, runtime = shape_instrument.instrument(parsed, path)
+        tree, runtime = shape_instrument.instrument(parsed, path, self.recorder)
         module.__dict__[shape_instrument.RUNTIME_NAME] = runtime
         exec(compile(tree, self.path, "exec", dont_inherit=True), module.__dict__)  # noqa: S102
 
@@ -98,15 +107,18 @@ class CanonFinder(importlib.abc.MetaPathFinder):
     """Resolve canon modules to ``impl_dir`` first, the installed reference second.
 
     The learner's files of the modules in ``instrument`` (``"posttrain/dpo"``: the items under
-    test) are loaded with their shape comments checked at run time. The learner's other modules
+    test) are loaded with their shape comments checked at run time, into ``recorder`` (a
+    ``shape_instrument.Recorder``, set with ``instrument``). The learner's other modules
     (another item's GPT that the DPO tests train) load plain: their checks would be thrown away,
     and they cost most where those modules run most. The references loaded as fallbacks are never
     instrumented (they are not the learner's work).
     """
 
-    def __init__(self, impl_dir: Path, instrument: frozenset[str] = frozenset()) -> None:
+    def __init__(self, impl_dir: Path, instrument: frozenset[str] = frozenset(),
+                 recorder: Recorder | None = None) -> None:
         self.impl_dir = impl_dir.resolve()
         self.instrument = instrument
+        self.recorder = recorder
 
     def learner_file(self, module: str) -> Path | None:
         """The learner's file for ``<area>/<module>``, or None when it falls back to the reference
@@ -125,7 +137,8 @@ class CanonFinder(importlib.abc.MetaPathFinder):
             learner = self.learner_file(module)
             if learner is None:
                 return None
-            loader = _InstrumentingLoader(fullname, str(learner)) if module in self.instrument else None
+            recorder = self.recorder if module in self.instrument else None
+            loader = _InstrumentingLoader(fullname, str(learner), recorder) if recorder is not None else None
             return importlib.util.spec_from_file_location(fullname, learner, loader=loader)
         if parts[0] == ALIAS_PACKAGE and len(parts) <= 3:
             is_package = len(parts) < 3

@@ -152,8 +152,10 @@ def call_leaves_inputs_unchanged(fn: Callable[..., Any], *args: Any, **kwargs: A
 
 
 def _leaves(now: Any, then: Any) -> Iterator[tuple[Any, Any]]:
-    if isinstance(now, dict):
-        for key in now:
+    if isinstance(now, dict) and isinstance(then, dict):
+        # only the arrays the caller passed count: a key the function added to (or dropped from) its
+        # own cache dict modifies no tensor
+        for key in then.keys() & now.keys():
             yield from _leaves(now[key], then[key])
     elif isinstance(now, (list, tuple)):
         for a, b in zip(now, then):
@@ -305,6 +307,39 @@ def strict_numpy() -> Iterator[None]:
     """C9: NumPy floating-point warnings become errors inside the block."""
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         yield
+
+
+@contextlib.contextmanager
+def returns_within(cpu_seconds: float, what: str) -> Iterator[None]:
+    """Fail the test (``pytest.fail``) when the block uses more than ``cpu_seconds`` of CPU time.
+
+    For a call that a missing argument check turns into an endless loop (a chunk step of 0): the check
+    ends as a failed test naming ``what`` instead of hanging the run while the loop fills memory. CPU
+    time, not wall time, so a loaded machine does not trip it; the failure is a ``BaseException``, so an
+    ``except Exception`` in the loop or a surrounding ``pytest.raises(ValueError)`` does not swallow it,
+    and it repeats every 0.1 s until the block ends. POSIX main thread only; elsewhere the block runs
+    unguarded.
+    """
+    import signal
+    import threading
+
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        import pytest
+
+        pytest.fail(f"{what} did not return within {cpu_seconds:g} s of CPU time (an endless loop?)",
+                    pytrace=False)
+
+    previous = signal.signal(signal.SIGPROF, expired)
+    signal.setitimer(signal.ITIMER_PROF, cpu_seconds, 0.1)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0.0)
+        signal.signal(signal.SIGPROF, previous)
 
 
 def copy_linear(dst: Any, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:

@@ -15,37 +15,17 @@ file, and a check with any miss adds or updates that attempt's line in ``.mlcano
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_mlcanon import catalog, misslog, progress
-from pytest_mlcanon.rubric.model import AXES, Finding, ItemScore, Outcome
+from pytest_mlcanon.evidence import Status, Timing
+from pytest_mlcanon.rubric.model import AXES, ItemScore, Outcome
 from pytest_mlcanon.state import StateError
 
 
-@dataclass(frozen=True)
-class Timing:
-    """Elapsed and allowed minutes of one attempt at one item."""
-
-    elapsed_min: float
-    allowed_min: float
-    target_min: int
-    attempt: str
-    started_from: str
-    attempt_number: int = 1
-
-    @property
-    def over(self) -> bool:
-        return self.elapsed_min > self.allowed_min
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"elapsed_min": round(self.elapsed_min, 2), "allowed_min": self.allowed_min,
-                "target_min": self.target_min, "attempt": self.attempt, "started_from": self.started_from,
-                "attempt_number": self.attempt_number, "over_time": self.over}
-
-
-def timing_for(item: catalog.Item, running: progress.Clock, passes: int, factor: float, now: float) -> Timing:
+def timing_for(item: catalog.Item, running: progress.Clock, passes: int, factor: float, now: float,
+               strict: bool = False) -> Timing:
     """The timing of the running attempt: the allowance is ``factor`` × target until the first pass."""
     first = passes == 0
     return Timing(
@@ -55,15 +35,8 @@ def timing_for(item: catalog.Item, running: progress.Clock, passes: int, factor:
         attempt="first attempt" if first else f"attempt {running.attempt}, {passes} passed before",
         started_from=running.started_from,
         attempt_number=running.attempt,
+        strict=strict,
     )
-
-
-def stall_finding(item: catalog.Item, timing: Timing, display: str) -> Finding:
-    """API006: the drill ran past its allowance (counted only under ``--timed=strict``)."""
-    return Finding("API006", display, 0,
-                   f"{timing.elapsed_min:.1f} min against {timing.allowed_min:.0f} allowed ({timing.attempt}, "
-                   f"target {item.minutes} min, timed from {timing.started_from})",
-                   "drill it again from memory: `mlcanon reset " + item.slug + "` restarts the clock")
 
 
 class TimedRun:
@@ -81,33 +54,35 @@ class TimedRun:
     def strict(self) -> bool:
         return self.mode == "strict"
 
-    def assess(self, item: catalog.Item, files: Sequence[Path], display: str) -> tuple[dict[str, Any], list[Finding]]:
-        """The item's timing (for the report) and, under strict mode, the API006 finding when over time."""
+    def assess(self, item: catalog.Item, files: Sequence[Path]) -> Timing | None:
+        """The item's timing, evidence for the report and (under ``--timed=strict``, when over time)
+        for the API006 finding the rubric makes; None when the state cannot be read."""
         try:
             with progress.session(self.root) as current:
                 self._warn(current.warnings)
                 entry = current.entry(item.slug)
                 running = progress.ensure_clock(entry, files, self.now)
                 timing = timing_for(item, running, progress.passes_before(entry, running.attempt),
-                                    self.factor, self.now)
+                                    self.factor, self.now, self.strict)
         except StateError as exc:
             self._warn([f"timer off for {item.slug}: {exc}"])
-            return {}, []
+            return None
         self._timings[item.slug] = timing
-        findings = [stall_finding(item, timing, display)] if self.strict and timing.over else []
-        return timing.as_dict(), findings
+        return timing
 
     def record(self, scores: Sequence[ItemScore], outcomes: Mapping[str, Sequence[Outcome]]) -> list[str]:
         """Record each timed item's check and its misses; returns the lines for the terminal summary."""
-        lines: list[str] = []
-        timed = [s for s in scores if (s.status == "scored" and s.slug in self._timings) or s.status == "error"]
+        lines = [f"#{s.number} {s.slug}: a partial run is not an attempt; nothing recorded (check the whole item "
+                 "to record it)" for s in scores if s.status is Status.PARTIAL]
+        timed = [s for s in scores
+                 if (s.status is Status.SCORED and s.slug in self._timings) or s.status is Status.ERROR]
         if timed:
             try:
                 with progress.session(self.root) as current:
                     self._warn(current.warnings)
                     for score in timed:
                         line = (self._record_one(current, score, outcomes.get(score.slug, ()))
-                                if score.status == "scored" else self._record_error(current, score))
+                                if score.status is Status.SCORED else self._record_error(current, score))
                         if line:
                             lines.append(line)
             except StateError as exc:

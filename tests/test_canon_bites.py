@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from pytest_mlcanon import catalog, redirect
-from pytest_mlcanon import run as canon_run
+from pytest_mlcanon.layout import in_canon
+
+pytestmark = pytest.mark.slow  # the fast lane, pytest -m "not slow", leaves it out (CONTRIBUTING.md)
 
 IMPLS = Path(__file__).parent / "impls"
 PATCHED_FILE = re.compile(r"^\+\+\+ b/(\S+)\.py$", re.MULTILINE)
@@ -92,7 +94,7 @@ def test_every_mistake_names_what_catches_it() -> None:
 
 
 def _items_with_tests() -> list[catalog.Item]:
-    return [i for i in catalog.all_items() if canon_run.in_canon(i)]
+    return [i for i in catalog.all_items() if in_canon(i)]
 
 
 @pytest.mark.parametrize("item", _items_with_tests(), ids=lambda i: i.slug)

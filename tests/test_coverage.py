@@ -73,6 +73,7 @@ def test_the_ini_key_turns_it_on(pytester: pytest.Pytester, learner) -> None:
     result.stdout.fnmatch_lines([f"*coverage: practice/detection/boxes.py *never reached: *{body[0]}-{body[1]}*"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_alongside_pytest_cov_both_report_the_same_lines(pytester: pytest.Pytester, learner,
                                                          workers: list[str]) -> None:
@@ -89,6 +90,7 @@ def test_alongside_pytest_cov_both_report_the_same_lines(pytester: pytest.Pytest
     assert row[3].strip() == cov["missing"]
 
 
+@pytest.mark.slow
 def test_pytest_cov_without_the_learner_folder_says_so(pytester: pytest.Pytester, learner) -> None:
     pytest.importorskip("pytest_cov")
     _learner_with_dead_code(learner)

@@ -16,6 +16,8 @@ import pytest
 
 from pytest_mlcanon.cli import main
 
+pytestmark = pytest.mark.slow  # the fast lane, pytest -m "not slow", leaves it out (CONTRIBUTING.md)
+
 REPO = Path(__file__).resolve().parents[1]
 GOOD_BOXES = REPO / "examples" / "learners" / "good" / "detection" / "boxes.py"
 

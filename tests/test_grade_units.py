@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from pytest_mlcanon import catalog
+from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.grade import (
     assess,
     channel,
@@ -286,18 +287,18 @@ def test_tests_that_never_reported_are_failed_and_say_why() -> None:
     claims = assess.read_frames(run.frames)
     settings = config.from_table({"limits": {"test_timeout_s": 3}})
     status, ending = assess._status(run, claims, BOXES, settings)  # noqa: SLF001
-    assert (status, ending) == ("timeout", "t2 ran over 3 s")
+    assert (status, ending) == (Status.TIMEOUT, "t2 ran over 3 s")
     _, tests = assess._tests(BOXES, calibration, claims, run, status, ending, settings)  # noqa: SLF001
     assert [(t.name, t.outcome) for t in tests] == [("t1", "passed"), ("t2", "timeout"), ("t3", "not run")]
 
 
 @pytest.mark.parametrize(("run", "status"), [
-    (JobRun(exit=ExitInfo(signal.SIGXCPU, 1.0, 1.0)), "timeout"),
-    (JobRun(exit=ExitInfo(signal.SIGXFSZ, 1.0, 1.0)), "killed"),
-    (JobRun(exit=ExitInfo(0, 1.0, 1.0), killed="memory"), "killed"),
-    (JobRun(exit=ExitInfo(0, 1.0, 1.0), frames=[{"kind": "start", "test": "f::t"}]), "crashed"),
+    (JobRun(exit=ExitInfo(signal.SIGXCPU, 1.0, 1.0)), Status.TIMEOUT),
+    (JobRun(exit=ExitInfo(signal.SIGXFSZ, 1.0, 1.0)), Status.KILLED),
+    (JobRun(exit=ExitInfo(0, 1.0, 1.0), killed="memory"), Status.KILLED),
+    (JobRun(exit=ExitInfo(0, 1.0, 1.0), frames=[{"kind": "start", "test": "f::t"}]), Status.CRASHED),
 ])
-def test_status_comes_from_the_parents_own_observations(run: JobRun, status: str) -> None:
+def test_status_comes_from_the_parents_own_observations(run: JobRun, status: Status) -> None:
     claims = assess.read_frames(run.frames)
     assert assess._status(run, claims, BOXES, config.GradeConfig())[0] == status  # noqa: SLF001
 
@@ -362,7 +363,7 @@ def test_shards_split_the_class_deterministically_and_completely() -> None:
 
 
 def _book(students: list[str], shards: list[str]) -> Gradebook:
-    item = ItemResult("detection/boxes", 18, "IoU", "scored", "strong 5/5", {"correctness": True}, 5,
+    item = ItemResult("detection/boxes", 18, "IoU", Status.SCORED, "strong 5/5", {"correctness": True}, 5,
                       [GradedTest("t1", "passed", points=6, max_points=6)], [Finding("SHP001", "a.py", 3, "m", "h")],
                       ["note"], [], Recheck("passed", "ok", 3), 10.0, 10.0)
     return Gradebook(["detection/boxes"], {"detection/boxes": "IoU"},

@@ -113,13 +113,23 @@ def test_finishing_early_banks_time_hints_escalate_and_quit_ends_the_session() -
     assert stamped(said, "Drill 2 of 3") == "12:00"  # the walkthrough ended early on Enter: time is banked
     assert any(sessions.KEYS in line for line in said)  # an unknown key is answered with the keys
     assert second.reached and not third.reached and session.ended_early
-    assert session.points == 4 and session.verdict == "no"
+    assert session.points == 4 and session.verdict == "no: correctness failed in drill 1, 2"
     text = "\n".join(sessions.summary(session))
-    assert "not passing in 7.0 min, 2/5 no, 3 hint(s)" in text
+    assert "not passing in 7.0 min, 2/5 no: correctness failed; numerics and API fluency failed, 3 hint(s)" in text
     assert "Correctness  no " in text and "Shapes       yes" in text
     assert "3. dpo-loss (#55 posttrain/dpo), 15 min: not reached" in text
     record = session.record()
     assert record["drills_passed"] == 0 and record["ended_early"] and record["drills"][2]["reached"] is False
+
+
+def test_a_drill_whose_code_fails_is_never_strong_nor_is_its_session() -> None:
+    """Issue 17.2 in the mock: 4/5 with Correctness no is ``no``, and the session says which drill held it back."""
+    wrong = sessions.Checked(True, False, 4, ("correctness",))
+    session, _, _ = run([], wrong)
+    assert session.points == 12 and session.verdict == "hire with reservations: correctness failed in drill 1, 2, 3"
+    text = "\n".join(sessions.summary(session))
+    assert "not passing in 15.0 min, 4/5 no: correctness failed" in text and "strong" not in text.split("Session:")[0]
+    assert sessions.Checked(True, True, 4, ("explanation",)).verdict == "strong: explanation failed"
 
 
 def test_speed_comes_from_the_option_or_the_environment() -> None:

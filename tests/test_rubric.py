@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from pytest_mlcanon import catalog, rubric
+from pytest_mlcanon.evidence import ItemEvidence, Location, NonFinite, ShapeTrace, Status, Transpose
 from pytest_mlcanon.rubric import shape_grammar, shape_instrument, shape_runtime
-from pytest_mlcanon.rubric.model import Outcome, verdict_for
+from pytest_mlcanon.rubric.model import AXES, AxisResult, Outcome, judge, verdict_for
+from pytest_mlcanon.rubric.shape_runtime import CommentStatus
 from pytest_mlcanon.rubric.source import load
 from pytest_mlcanon.settings import Settings
 
@@ -180,16 +182,66 @@ def test_verdict_wording() -> None:
     assert [verdict_for(s) for s in range(6)] == ["no", "no", "no", "hire with reservations", "strong", "strong"]
 
 
-def test_correctness_counts_probes_toward_numerics(tmp_path: Path) -> None:
+def test_a_verdict_word_never_praises_failing_code_and_names_what_held_it_back() -> None:
+    def axes(failed: tuple[str, ...], why: str = "") -> dict[str, AxisResult]:
+        return {a: AxisResult(a not in failed, why=why if a == "correctness" else "") for a in AXES}
+
+    assert str(judge(axes(()))) == "strong"
+    assert str(judge(axes(("explanation",)))) == "strong: explanation failed"
+    assert str(judge(axes(("shapes", "api")))) == "hire with reservations: shapes and API fluency failed"
+    assert str(judge(axes(("correctness",), "8 of 39 tests")))  == "no: correctness failed (8 of 39 tests)"
+    assert judge(axes(("correctness", "numerics"), "a public name is missing")).with_score(3) == (
+        "no 3/5: correctness failed (a public name is missing); numerics failed")
+
+
+API = '''
+
+def scaled_dot_product_attention(q, k, v):
+    """(B, T, d) -> (B, T, d)."""
+    return v
+
+
+def stable_softmax(x, dim=-1):
+    """(..., N) -> (..., N)."""
+    return x
+'''
+
+
+def _item_files(tmp_path: Path, text: str) -> rubric.ItemSources:
     item = catalog.get("transformer/attention")
     path = tmp_path / "transformer/attention.py"
     path.parent.mkdir(parents=True)
-    path.write_text(DOC)
-    outcomes = [Outcome("t::a", "passed"), Outcome("t::probe", "failed", probe=True, message="NaN")]
-    axes = rubric.score_item(rubric.Evidence(item, [path], [], outcomes, tmp_path), Settings())
-    assert axes["correctness"].passed
-    assert not axes["numerics"].passed
-    assert [f.code for f in axes["numerics"].findings] == ["NUM100"]
+    path.write_text(text)
+    return rubric.ItemSources(item, tmp_path, tmp_path)
+
+
+def test_correctness_counts_probes_toward_numerics(tmp_path: Path) -> None:
+    sources = _item_files(tmp_path, DOC + API)
+    outcomes = (Outcome("t::a", "passed"), Outcome("t::probe", "failed", probe=True, message="NaN"))
+    score = rubric.score(ItemEvidence(sources.item.slug, Status.SCORED, files=("transformer/attention.py",),
+                                      outcomes=outcomes), sources, Settings())
+    assert score.axes["correctness"].passed
+    assert not score.axes["numerics"].passed
+    assert [f.code for f in score.axes["numerics"].findings] == ["NUM100"]
+
+
+def test_a_failed_probe_points_at_the_first_non_finite_line_in_the_learners_terms(tmp_path: Path) -> None:
+    sources = _item_files(tmp_path, DOC + API)
+    probe = Outcome("t::test_fp16", "failed", probe=True, message="NaN in output",
+                    nonfinite=NonFinite("transformer/attention.py", 3, "(B, T, d)"))
+    score = rubric.score(ItemEvidence(sources.item.slug, Status.SCORED, files=("transformer/attention.py",),
+                                      outcomes=(Outcome("t::a", "passed"), probe)), sources, Settings())
+    [finding] = score.axes["numerics"].findings
+    assert (finding.code, finding.path, finding.line) == ("NUM100", "transformer/attention.py", 3)
+    assert "first non-finite value here (# (B, T, d)); NaN in output" in finding.message
+
+
+def test_an_item_that_was_not_scored_keeps_its_status_as_its_verdict(tmp_path: Path) -> None:
+    sources = _item_files(tmp_path, DOC + API)
+    score = rubric.score(ItemEvidence(sources.item.slug, Status.PARTIAL, "3 of 39 tests left out by -k x"),
+                         sources, Settings())
+    assert (score.axes, score.verdict, score.scored, score.to_dict()["score"]) == ({}, "partial: not scored", False,
+                                                                                   None)
 
 
 def test_match_binds_per_call_and_evaluates_expressions() -> None:
@@ -238,31 +290,34 @@ def never():
 '''
 
 
-def _run_instrumented(path: Path, calls) -> dict[int, shape_runtime.CommentVerdict]:  # type: ignore[no-untyped-def]
-    source = load(path)
-    tree, runtime = shape_instrument.instrument(source, str(path.resolve()))
+def _instrumented(path: Path) -> tuple[dict[str, object], shape_instrument.Recorder]:
+    recorder = shape_instrument.Recorder()
+    tree, runtime = shape_instrument.instrument(load(path), str(path.resolve()), recorder)
     namespace: dict[str, object] = {shape_instrument.RUNTIME_NAME: runtime}
     exec(compile(tree, str(path), "exec"), namespace)
-    shape_instrument.reset()
-    calls(namespace)
-    exported = [[p, line, status, detail] for (p, line), (status, detail) in shape_instrument.RECORDER.items()]
-    exported += [[p, line, shape_runtime.ENTERED, ""] for p, line in shape_instrument.ENTERED]
-    shape_instrument.reset()
-    return {v.line: v for v in shape_runtime.merge([path], [exported], {})}
+    recorder.reset()
+    return namespace, recorder
+
+
+def _run_instrumented(path: Path, calls) -> dict[int, shape_runtime.CommentVerdict]:  # type: ignore[no-untyped-def]
+    namespace, recorder = _instrumented(path)
+    calls(namespace, recorder)
+    trace, _ = recorder.take({str(path.resolve()): path.name})
+    return {v.line: v for v in shape_runtime.merge([(path.name, load(path))], trace)}
 
 
 def test_instrumented_comments_are_confirmed_contradicted_or_never_executed(tmp_path: Path) -> None:
     path = tmp_path / "traced_module.py"
     path.write_text(TRACED)
 
-    def calls(ns) -> None:  # type: ignore[no-untyped-def]
+    def calls(ns, recorder) -> None:  # type: ignore[no-untyped-def]
         ns["split"](np.zeros((2, 5, 8)), 2)
         ns["grow"](np.zeros((2, 3)), 3)
         with pytest.raises(ValueError):
             ns["validate"](np.zeros((2, 3)))
 
     verdicts = _run_instrumented(path, calls)
-    status = {line: v.status for line, v in verdicts.items()}
+    status = {line: v.status.value for line, v in verdicts.items()}
     assert status == {7: "confirmed", 8: "contradicted", 10: "confirmed", 11: "confirmed", 16: "confirmed",
                       17: "confirmed", 21: "never executed", 26: "not exercised"}
     assert verdicts[8].detail.startswith("line 8 says (B, T, H, d_h) but the value is (2, 2, 5, 4)")
@@ -281,19 +336,19 @@ def step(x):
 ''')
     budget = shape_instrument.CHECKED_CALLS_PER_TEST
 
-    def late(ns) -> None:  # type: ignore[no-untyped-def]
+    def late(ns, recorder) -> None:  # type: ignore[no-untyped-def]
         for _ in range(budget):
             ns["step"](np.zeros(2))
         assert ns["step"](np.zeros(5)).shape == (2,)  # wrong comment, past the budget: runs unchecked
 
-    def early(ns) -> None:  # type: ignore[no-untyped-def]
+    def early(ns, recorder) -> None:  # type: ignore[no-untyped-def]
         for _ in range(budget):
             ns["step"](np.zeros(2))
-        shape_instrument.reset()  # the next test starts with a fresh budget
+        recorder.reset()  # the next test starts with a fresh budget
         ns["step"](np.zeros(5))
 
-    assert _run_instrumented(path, late)[7].status == "confirmed"
-    assert _run_instrumented(path, early)[7].status == "contradicted"
+    assert _run_instrumented(path, late)[7].status is CommentStatus.CONFIRMED
+    assert _run_instrumented(path, early)[7].status is CommentStatus.CONTRADICTED
 
 
 def test_instrumentation_keeps_line_numbers_and_semantics(tmp_path: Path) -> None:
@@ -320,7 +375,7 @@ class Box:
         return a
 ''')
 
-    def calls(ns) -> None:  # type: ignore[no-untyped-def]
+    def calls(ns, recorder) -> None:  # type: ignore[no-untyped-def]
         assert list(ns["f"](np.ones(3))) == [2.0, 2.0, 2.0]
         with pytest.raises(RuntimeError) as info:
             ns["f"](np.ones(100))
@@ -329,7 +384,7 @@ class Box:
         assert not [k for k in vars(ns["Box"]) if "mlcanon" in k]
 
     verdicts = _run_instrumented(path, calls)
-    assert {line: v.status for line, v in verdicts.items()} == {
+    assert {line: v.status.value for line, v in verdicts.items()} == {
         8: "confirmed", 11: "confirmed", 15: "not exercised", 19: "confirmed"}
 
 
@@ -360,26 +415,25 @@ def test_runtime_records_full_transposes_of_arguments_and_call_results(tmp_path:
     path.parent.mkdir()
     path.write_text(TRANSPOSES)
     source = load(path, "transformer/attention.py")
-    tree, runtime = shape_instrument.instrument(source, str(path.resolve()))
-    namespace: dict[str, object] = {shape_instrument.RUNTIME_NAME: runtime}
-    exec(compile(tree, str(path), "exec"), namespace)
-    shape_instrument.reset()
+    namespace, recorder = _instrumented(path)
     scores, gram, keys, table = namespace["scores"], namespace["gram"], namespace["keys"], namespace["Table"]
     assert scores(np.ones((2, 3)), np.ones((4, 3))).shape == (2, 4)        # 2-D: nothing recorded
     assert gram(np.ones((5, 3))).shape == (3, 3)
-    assert shape_instrument.TRANSPOSED == {}
+    assert recorder.transposed == {}
     with pytest.raises(ValueError):
         scores(np.ones((2, 5, 3)), np.ones((2, 4, 3)))                    # reversed to (3, 4, 2): raises
     assert keys(np.arange(24.0)).shape == (4, 3, 2)                       # the value is still x.T
     assert table.flip(np.zeros((1, 2, 3, 4))).shape == (4, 3, 2, 1)
     resolved = str(path.resolve())
-    assert shape_instrument.TRANSPOSED == {(resolved, 6): 3, (resolved, 15): 3, (resolved, 19): 4}
-    exported = [[p, line, shape_runtime.TRANSPOSED, str(n)] for (p, line), n in shape_instrument.TRANSPOSED.items()]
-    shape_instrument.reset()
-    transposes = shape_runtime.full_transposes([exported, [[resolved, 6, shape_runtime.TRANSPOSED, "4"]]])
-    assert transposes[(resolved, 6)] == 4
-    verdicts = shape_runtime.merge([path], [exported], {})  # the rows are not shape-comment verdicts
-    assert {v.line: v.status for v in verdicts} == {14: shape_runtime.NOT_EXERCISED, 15: shape_runtime.NOT_EXERCISED}
+    assert recorder.transposed == {(resolved, 6): 3, (resolved, 15): 3, (resolved, 19): 4}
+    file = "transformer/attention.py"
+    trace, _ = recorder.take({resolved: file})
+    assert [(t.file, t.line, t.ndim) for t in trace.transposes] == [(file, 6, 3), (file, 15, 3), (file, 19, 4)]
+    again = Transpose(file, 6, 4)  # a later test reversed a 4-D value on line 6: the largest ndim wins
+    assert trace.merge(ShapeTrace(transposes=(again,))).transposes[0] == again
+    verdicts = shape_runtime.merge([(file, source)], trace)  # keys()'s two comments; a transpose is no verdict
+    assert {v.line: v.status for v in verdicts} == {14: CommentStatus.CONFIRMED, 15: CommentStatus.CONFIRMED}
+    transposes = {(file, t.line): t.ndim for t in trace.merge(ShapeTrace(transposes=(again,))).transposes}
     result = rubric.api.evaluate([source], catalog.get("transformer/attention"), Settings(), (), transposes)
     found = [(f.code, f.line) for f in result.findings]
     assert found == [("API001", 15), ("API001", 6), ("API001", 19)]      # static first; line 15 once
@@ -496,7 +550,7 @@ def normalise(adv):
 
 def test_num100_fix_names_the_probe_condition() -> None:
     probe = Outcome("canon_tests/test_rl_ppo.py::test_approx_kl_is_accurate_for_tiny_log_ratios[float32]", "failed",
-                    probe=True, message="assert 0.0 >= 4.9e-09", where=("practice/rl/ppo.py", 40))
+                    probe=True, message="assert 0.0 >= 4.9e-09", where=Location("practice/rl/ppo.py", 40))
     (finding,) = rubric.numerics.evaluate([], [probe], Settings()).findings
     assert finding.hint == "make it hold: approx kl is accurate for tiny log ratios (float32)"
     assert "see the test" not in finding.hint
@@ -539,21 +593,23 @@ class Graph:
 
 
 def test_a_signature_problem_is_one_correctness_finding_not_a_numerics_failure(tmp_path: Path) -> None:
-    item = catalog.get("rl/ppo")
+    sources = rubric.ItemSources(catalog.get("rl/ppo"), tmp_path, tmp_path)
     path = tmp_path / "rl/ppo.py"
     path.parent.mkdir(parents=True)
-    path.write_text(DOC)
-    at_call = ("canon_tests/test_rl_ppo.py", 40)
+    path.write_text(sources.reference("rl/ppo.py").read_text())  # every name of the API is there
+    at_call = Location("canon_tests/test_rl_ppo.py", 40)
     message = "TypeError: ppo_loss() got an unexpected keyword argument 'value_clip'"
-    outcomes = [Outcome("t::a", "passed"),
+    outcomes = (Outcome("t::a", "passed"),
                 Outcome("t::b", "failed", message=message, where=at_call),
                 Outcome("t::probe", "failed", probe=True, message=message, where=at_call),
                 Outcome("t::inside", "failed", message="TypeError: f() takes 1 positional argument but 2 were given",
-                        where=("rl/ppo.py", 12))]
-    axes = rubric.score_item(rubric.Evidence(item, [path], [], outcomes, tmp_path), Settings())
+                        where=Location("rl/ppo.py", 12, learner=True)))
+    axes = rubric.score(ItemEvidence("rl/ppo", Status.SCORED, files=("rl/ppo.py",), outcomes=outcomes), sources,
+                        Settings()).axes
     assert axes["numerics"].passed and not axes["correctness"].passed
     codes = [(f.code, f.message.split(":")[0]) for f in axes["correctness"].findings]
     assert codes == [("COR001", "inside failed"), ("COR002", "`ppo_loss` cannot be called as the API calls it (2 tests)")]
+    assert axes["correctness"].why.endswith("`ppo_loss` cannot be called as the API calls it")
 
 
 def test_shape_lines_are_the_lines_that_make_a_shape(tmp_path: Path) -> None:
@@ -631,12 +687,12 @@ def test_a_contradiction_from_input_a_test_expects_rejected_is_no_evidence(tmp_p
     path = tmp_path / "m.py"
     path.write_text(RAISES_CASE)
 
-    def expects_rejection(ns) -> None:  # type: ignore[no-untyped-def]
+    def expects_rejection(ns, recorder) -> None:  # type: ignore[no-untyped-def]
         ns["forward"](np.zeros((4, 3)), np.zeros((3, 2)))
         with pytest.raises(AssertionError):
             ns["forward"](np.zeros(3), np.zeros((3, 2)))  # invalid 1-D obs, accepted without raising
             raise AssertionError("DID NOT RAISE")
 
-    assert _run_instrumented(path, expects_rejection)[6].status == "confirmed"
-    plain = _run_instrumented(path, lambda ns: ns["forward"](np.zeros(3), np.zeros((3, 2))))
-    assert plain[6].status == "contradicted"
+    assert _run_instrumented(path, expects_rejection)[6].status is CommentStatus.CONFIRMED
+    plain = _run_instrumented(path, lambda ns, recorder: ns["forward"](np.zeros(3), np.zeros((3, 2))))
+    assert plain[6].status is CommentStatus.CONTRADICTED

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_mlcanon.testing import assert_close, eps, tolerance
+from pytest_mlcanon.testing import assert_close, eps, returns_within, tolerance
 
 
 def test_tolerance_scales_with_dtype_magnitude_and_condition() -> None:
@@ -61,6 +61,23 @@ def test_an_in_place_change_of_an_input_is_caught() -> None:
         call_leaves_inputs_unchanged(normalise_in_place, x, rows=[np.arange(3.0)])
 
 
+def test_a_key_added_to_a_cache_dict_is_no_modification() -> None:
+    from pytest_mlcanon.testing import call_leaves_inputs_unchanged
+
+    def backward(dy: np.ndarray, cache: dict) -> np.ndarray:
+        cache["seen"] = True  # its own bookkeeping: no array of the caller changes
+        return dy * cache["x"]
+
+    def backward_in_place(dy: np.ndarray, cache: dict) -> np.ndarray:
+        cache["x"] *= dy
+        return cache["x"]
+
+    cache = {"x": np.arange(3.0)}
+    np.testing.assert_array_equal(call_leaves_inputs_unchanged(backward, np.ones(3), cache), np.arange(3.0))
+    with pytest.raises(AssertionError, match="modified its argument 1"):
+        call_leaves_inputs_unchanged(backward_in_place, np.full(3, 2.0), {"x": np.arange(3.0)})
+
+
 def test_a_scalar_tensor_argument_is_compared_too() -> None:
     from pytest_mlcanon.testing import bitwise_equal, call_leaves_inputs_unchanged
 
@@ -72,3 +89,23 @@ def test_a_scalar_tensor_argument_is_compared_too() -> None:
 
     with pytest.raises(AssertionError, match="modified its argument 0"):
         call_leaves_inputs_unchanged(bump, torch.tensor(1.5))
+
+
+def test_an_endless_loop_fails_instead_of_hanging() -> None:
+    """A loop that a missing argument check never ends (a step of 0) fails the test; the failure is not
+    swallowed by ``except Exception`` nor mistaken for the ValueError a contract test expects."""
+    import signal
+
+    before = signal.getsignal(signal.SIGPROF)
+    with pytest.raises(pytest.fail.Exception, match="chunk_text.*did not return"):
+        with pytest.raises(ValueError), returns_within(0.2, "chunk_text(step 0)"):
+            start, chunks = 0, []
+            while start < 2:
+                try:
+                    chunks.append(start)
+                    chunks.clear()
+                except Exception:  # noqa: BLE001 - the loop a learner might write
+                    pass
+    assert signal.getsignal(signal.SIGPROF) == before and signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
+    with returns_within(0.2, "a quick call"):
+        assert sum(range(1000)) == 499500

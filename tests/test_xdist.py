@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the fast lane, pytest -m "not slow", leaves it out (CONTRIBUTING.md)
+
 
 def _scores(path) -> list[dict]:  # type: ignore[no-untyped-def]
     items = json.loads(path.read_text())["items"]

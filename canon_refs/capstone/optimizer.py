@@ -21,7 +21,7 @@ Shapes: ``N`` is the total number of trainable parameters (78,796 for the defaul
 number of parameter tensors (76); the moments are two ``(N,)`` float32 vectors in the order of ``params``.
 
 Trade-off: this class rather than ``torch.optim.AdamW``. Constructing any ``torch.optim`` optimizer
-imports ``torch._dynamo`` (1.0 to 1.1 s here, a tenth of the pipeline's 10 s budget), and its
+imports ``torch._dynamo`` (1.0 to 1.1 s here, a tenth of the pipeline's 10 s target), and its
 per-tensor clip and update cost about 1 ms per step for the VLM's 76 tensors. Flat moments make a
 step one concatenation, a handful of vector operations and one in-place add per tensor; the default
 pipeline went from 9.6 to 8.3-8.8 s here. A parameter whose gradient is ``None`` counts as a zero

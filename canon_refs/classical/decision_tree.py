@@ -39,31 +39,6 @@ import numpy as np
 _TIE = 1e-12
 
 
-def _check_labels(y: np.ndarray, n: int | None = None) -> np.ndarray:
-    """``y`` as int64 ``(n,)`` of non-negative integers (ValueError naming ``y``)."""
-    y = np.asarray(y)                                                         # (...,)
-    if y.ndim != 1 or (n is not None and y.shape[0] != n):
-        raise ValueError(f"y must be 1-D with {n if n is not None else 'n'} entries, got shape {y.shape}")
-    if y.dtype == np.bool_ or not np.issubdtype(y.dtype, np.number):
-        raise ValueError(f"y must hold integer class labels, got dtype {y.dtype}")
-    if not np.issubdtype(y.dtype, np.integer) and not (np.isfinite(y).all() and np.all(y == np.round(y))):
-        raise ValueError("y must hold integer class labels, got non-integer values")
-    y = y.astype(np.int64)
-    if y.size and y.min() < 0:
-        raise ValueError(f"y labels must be >= 0, got {y.min()}")
-    return y
-
-
-def _check_features(X: np.ndarray) -> np.ndarray:
-    """``X`` as finite float64 ``(n, d)`` (ValueError naming ``X``)."""
-    X = np.asarray(X, dtype=np.float64)                                       # (...,)  validated below
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (n, d), got shape {X.shape}")
-    if not np.isfinite(X).all():
-        raise ValueError("X contains NaN or inf")
-    return X
-
-
 def _gini_of_counts(counts: np.ndarray) -> np.ndarray:
     """Gini impurity of class-count rows ``(..., C)`` -> ``(...)``; rows must be non-empty."""
     totals = counts.sum(axis=-1, keepdims=True)                               # (..., 1)
@@ -77,9 +52,7 @@ def gini(y: np.ndarray) -> float:
     Returns: a float in [0, 1 - 1/C].
     Raises: ValueError for an empty ``y`` or negative / non-integer labels.
     """
-    y = _check_labels(y)
-    if y.size == 0:
-        raise ValueError("y must not be empty: the Gini impurity of no samples is undefined")
+    y = _check_labels(y, nonempty=True)                                       # (n,)
     counts = np.bincount(y)                                                   # (C,)
     return float(_gini_of_counts(counts.astype(np.float64)))
 
@@ -125,16 +98,18 @@ def best_split(
         ``(feature, threshold, decrease)`` as ``(int, float, float)``, or None when no cut leaves
         ``min_samples_leaf`` samples on both sides or no cut decreases the impurity by more than 1e-12.
         Ties (decreases within 1e-12 of the best) go to the lowest feature, then the lowest threshold.
+        The threshold is the midpoint of the two consecutive distinct sorted values ``lo < hi`` it
+        separates, always a finite float with ``lo <= threshold < hi`` (even for adjacent or huge
+        values), so ``x <= threshold`` sends ``lo`` left and ``hi`` right.
 
     Raises:
         ValueError: ``X`` not 2-D or non-finite, ``y`` of the wrong length or with bad labels,
             ``min_samples_leaf < 1``.
     """
-    X = _check_features(X)
+    X = _check_features(X)                                                    # (n, d)
     n, d = X.shape
-    y = _check_labels(y, n)
-    if int(min_samples_leaf) != min_samples_leaf or min_samples_leaf < 1:
-        raise ValueError(f"min_samples_leaf must be an integer >= 1, got {min_samples_leaf}")
+    y = _check_labels(y, n)                                                   # (n,)
+    _check_leaf_size(min_samples_leaf)
     if n < 2:
         return None
     one_hot = np.eye(int(y.max()) + 1)[y]                                     # (n, C)
@@ -156,7 +131,8 @@ def best_split(
 class Node:
     """A tree node; a leaf has ``feature``, ``threshold``, ``left`` and ``right`` all None.
 
-    ``value`` holds the int64 class counts ``(C,)`` of the training samples that reached the node.
+    ``value`` holds the class counts ``(C,)`` of the training samples that reached the node (whole
+    numbers; int64 or float64).
     """
 
     feature: int | None
@@ -185,22 +161,16 @@ class DecisionTreeClassifier:
         self, max_depth: int | None = None, min_samples_split: int = 2, min_samples_leaf: int = 1
     ) -> None:
         """Validate and store the stopping rules (fail fast, C6)."""
-        if max_depth is not None and (int(max_depth) != max_depth or max_depth < 0):
-            raise ValueError(f"max_depth must be None or an integer >= 0, got {max_depth}")
-        if int(min_samples_split) != min_samples_split or min_samples_split < 2:
-            raise ValueError(f"min_samples_split must be an integer >= 2, got {min_samples_split}")
-        if int(min_samples_leaf) != min_samples_leaf or min_samples_leaf < 1:
-            raise ValueError(f"min_samples_leaf must be an integer >= 1, got {min_samples_leaf}")
+        _check_stopping_rules(max_depth, min_samples_split)
+        _check_leaf_size(min_samples_leaf)
         self.max_depth = max_depth
         self.min_samples_split = int(min_samples_split)
         self.min_samples_leaf = int(min_samples_leaf)
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> DecisionTreeClassifier:
         """Grow the tree on ``X (n, d)`` and labels ``y (n,)``, n >= 1; returns ``self``."""
-        X = _check_features(X)
-        y = _check_labels(y, X.shape[0])
-        if y.size == 0:
-            raise ValueError("X and y must contain at least one sample")
+        X = _check_features(X)                                                # (n, d)
+        y = _check_labels(y, X.shape[0], nonempty=True)                       # (n,)
         n_classes = int(y.max()) + 1
         self._n_leaves = 0
         self._depth = 0
@@ -235,9 +205,7 @@ class DecisionTreeClassifier:
         """
         if not hasattr(self, "root_"):
             raise RuntimeError("DecisionTreeClassifier used before fit")
-        X = _check_features(X)
-        if X.shape[1] != self.n_features_:
-            raise ValueError(f"X must have {self.n_features_} columns, got {X.shape[1]}")
+        X = _check_features(X, width=self.n_features_)                        # (m, d)
         proba = np.zeros((X.shape[0], self.n_classes_))                       # (m, C)
         stack = [(self.root_, np.arange(X.shape[0]))]                         # list[1]
         while stack:
@@ -253,3 +221,44 @@ class DecisionTreeClassifier:
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Majority class of each row's leaf, int64 ``(m,)`` (ties go to the lower class index)."""
         return np.argmax(self.predict_proba(X), axis=1).astype(np.int64)      # (m,)
+
+
+def _check_labels(y: np.ndarray, n: int | None = None, nonempty: bool = False) -> np.ndarray:
+    """``y`` as int64 ``(n,)`` of non-negative integers, at least one when ``nonempty``."""
+    y = np.asarray(y)                                                         # (...,)
+    if nonempty and y.size == 0:
+        raise ValueError("y must not be empty: the Gini impurity of no samples is undefined")
+    if y.ndim != 1 or (n is not None and y.shape[0] != n):
+        raise ValueError(f"y must be 1-D with {n if n is not None else 'n'} entries, got shape {y.shape}")
+    if y.dtype == np.bool_ or not np.issubdtype(y.dtype, np.number):
+        raise ValueError(f"y must hold integer class labels, got dtype {y.dtype}")
+    if not np.issubdtype(y.dtype, np.integer) and not (np.isfinite(y).all() and np.all(y == np.round(y))):
+        raise ValueError("y must hold integer class labels, got non-integer values")
+    y = y.astype(np.int64)
+    if y.size and y.min() < 0:
+        raise ValueError(f"y labels must be >= 0, got {y.min()}")
+    return y
+
+
+def _check_features(X: np.ndarray, width: int | None = None) -> np.ndarray:
+    """``X`` as finite float64 ``(n, d)``, with ``d == width`` when given."""
+    X = np.asarray(X, dtype=np.float64)                                       # (...,)  validated below
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n, d), got shape {X.shape}")
+    if width is not None and X.shape[1] != width:
+        raise ValueError(f"X must have {width} columns, got {X.shape[1]}")
+    if not np.isfinite(X).all():
+        raise ValueError("X contains NaN or inf")
+    return X
+
+
+def _check_leaf_size(min_samples_leaf: int) -> None:
+    if int(min_samples_leaf) != min_samples_leaf or min_samples_leaf < 1:
+        raise ValueError(f"min_samples_leaf must be an integer >= 1, got {min_samples_leaf}")
+
+
+def _check_stopping_rules(max_depth: int | None, min_samples_split: int) -> None:
+    if max_depth is not None and (int(max_depth) != max_depth or max_depth < 0):
+        raise ValueError(f"max_depth must be None or an integer >= 0, got {max_depth}")
+    if int(min_samples_split) != min_samples_split or min_samples_split < 2:
+        raise ValueError(f"min_samples_split must be an integer >= 2, got {min_samples_split}")

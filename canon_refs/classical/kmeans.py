@@ -7,8 +7,9 @@ assignment and mean update until no centroid moves more than ``tol``. Distances 
 ``pairwise_sq_distances`` of item #4, imported absolutely so a learner's version is exercised here too.
 
 The subtle point: an empty cluster. Its mean is ``0 / 0 = NaN``, and one NaN centroid poisons every
-later distance. An empty cluster is re-seeded with the point farthest from its current (updated)
-centroid, which also lowers the inertia. The second one: the labels returned must be those of the
+later distance. Standard Lloyd keeps the old centroid; this reference re-seeds an empty cluster with
+the point farthest from its current (updated) centroid, which also lowers the inertia (the contract
+accepts either). The second one: the labels returned must be those of the
 *final* centroids (one assignment after the last update), so ``labels == assign(X, centroids)[0]``.
 
 Shape letters: ``n`` points, ``d`` features, ``K`` clusters (the argument ``k``), ``E`` empty clusters
@@ -79,13 +80,13 @@ def kmeans_plus_plus_init(X: np.ndarray, k: int, rng: np.random.Generator) -> np
 
     Source: Arthur & Vassilvitskii, "k-means++: The Advantages of Careful Seeding", SODA 2007.
     """
-    X = _check_data(X)                                                        # (n, d)
+    X = _check_data(X)                                                       # (n, d)
     n = X.shape[0]
     _check_k(k, n)
-    chosen = np.zeros(n, dtype=bool)                                          # (n,)
+    chosen = np.zeros(n, dtype=bool)                                         # (n,)
     picks = [int(rng.integers(n))]
     chosen[picks[0]] = True
-    nearest_sq = pairwise_sq_distances(X, X[picks[0] : picks[0] + 1])[:, 0]   # (n,)
+    nearest_sq = pairwise_sq_distances(X, X[picks[0] : picks[0] + 1])[:, 0]  # (n,)
     nearest_sq[chosen] = 0.0  # the expansion leaves ~1e-15 on a point's own distance; force exact 0
     for _ in range(1, k):
         total = float(nearest_sq.sum())
@@ -95,10 +96,10 @@ def kmeans_plus_plus_init(X: np.ndarray, k: int, rng: np.random.Generator) -> np
             nxt = int(rng.choice(np.flatnonzero(~chosen)))
         picks.append(nxt)
         chosen[nxt] = True
-        new_sq = pairwise_sq_distances(X, X[nxt : nxt + 1])[:, 0]             # (n,)
-        nearest_sq = np.minimum(nearest_sq, new_sq)                           # (n,)
+        new_sq = pairwise_sq_distances(X, X[nxt : nxt + 1])[:, 0]            # (n,)
+        nearest_sq = np.minimum(nearest_sq, new_sq)                          # (n,)
         nearest_sq[chosen] = 0.0
-    return X[np.array(picks)].copy()                                          # (k, d)
+    return X[np.array(picks)].copy()                                         # (k, d)
 
 
 def assign(X: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -115,10 +116,10 @@ def assign(X: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray
     Raises:
         ValueError: as ``pairwise_sq_distances`` (not 2-D, feature widths differ).
     """
-    sq = pairwise_sq_distances(X, centroids)                          # (n, K)
-    labels = np.argmin(sq, axis=1)                                    # (n,)
-    nearest = np.take_along_axis(sq, labels[:, None], axis=1)[:, 0]   # (n,)
-    return labels.astype(np.int64), nearest                           # (n,), (n,)
+    sq = pairwise_sq_distances(X, centroids)                                 # (n, K)
+    labels = np.argmin(sq, axis=1)                                           # (n,)
+    nearest = np.take_along_axis(sq, labels[:, None], axis=1)[:, 0]          # (n,)
+    return labels.astype(np.int64), nearest                                  # (n,), (n,)
 
 
 def kmeans(
@@ -131,6 +132,9 @@ def kmeans(
     seed: int = 0,
 ) -> KMeansResult:
     """Lloyd's algorithm: assign, update the means, repeat until the largest centroid move is ``<= tol``.
+
+    A cluster left with no point has no mean: it may keep its previous centroid or be re-seeded at a
+    data point (both are accepted); a centroid is never NaN, and the inertia never increases.
 
     Args:
         X: ``(n, d)`` finite data, converted to float64.
@@ -150,34 +154,19 @@ def kmeans(
 
     Source: Lloyd, "Least squares quantization in PCM", 1982; seed canon #5.
     """
-    X = _check_data(X)                                                   # (n, d)
-    n, d = X.shape
-    _check_k(k, n)
-    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 0:
-        raise ValueError(f"n_iter must be an integer >= 0, got {n_iter!r}")
-    if not tol >= 0.0:
-        raise ValueError(f"tol must be >= 0, got {tol!r}")
-    rng = np.random.default_rng(seed)
-    if isinstance(init, str):
-        if init not in _INITS:
-            raise ValueError(f"init must be one of {_INITS} or a (k, d) array, got {init!r}")
-        if init == "k-means++":
-            centroids = kmeans_plus_plus_init(X, k, rng)                 # (K, d)
-        else:
-            centroids = X[rng.choice(n, size=k, replace=False)].copy()   # (K, d)
-    else:
-        centroids = np.array(init, dtype=np.float64)                     # (...,)  checked below
-        if centroids.shape != (k, d) or not np.isfinite(centroids).all():
-            raise ValueError(f"init array must be finite with shape ({k}, {d}), got {centroids.shape}")
+    X = _check_data(X)                                                       # (n, d)
+    _check_k(k, X.shape[0])
+    _check_schedule(n_iter, tol)
+    centroids = _initial_centroids(X, k, init, np.random.default_rng(seed))  # (K, d)
 
-    labels, sq = assign(X, centroids)                                    # (n,), (n,)
+    labels, sq = assign(X, centroids)                                        # (n,), (n,)
     history = [float(sq.sum())]
     steps = 0
     for _ in range(n_iter):
-        new_centroids = _update(X, labels, centroids)                    # (K, d)
+        new_centroids = _update(X, labels, centroids)                        # (K, d)
         shift = float(np.max(np.linalg.norm(new_centroids - centroids, axis=1)))
-        centroids = new_centroids                                        # (K, d)
-        labels, sq = assign(X, centroids)                                # (n,), (n,)
+        centroids = new_centroids                                            # (K, d)
+        labels, sq = assign(X, centroids)                                    # (n,), (n,)
         history.append(float(sq.sum()))
         steps += 1
         if shift <= tol:
@@ -207,14 +196,37 @@ def _update(X: np.ndarray, labels: np.ndarray, centroids: np.ndarray) -> np.ndar
     return new                                                               # (K, d)
 
 
+def _initial_centroids(X: np.ndarray, k: int, init: str | np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The ``(k, d)`` starting centroids ``init`` names (a copy of an array ``init``), or ValueError."""
+    n, d = X.shape
+    if isinstance(init, str):
+        if init not in _INITS:
+            raise ValueError(f"init must be one of {_INITS} or a (k, d) array, got {init!r}")
+        if init == "k-means++":
+            return kmeans_plus_plus_init(X, k, rng)                          # (K, d)
+        return X[rng.choice(n, size=k, replace=False)].copy()                # (K, d)
+    centroids = np.array(init, dtype=np.float64)                             # (...,)  checked below
+    if centroids.shape != (k, d) or not np.isfinite(centroids).all():
+        raise ValueError(f"init array must be finite with shape ({k}, {d}), got {centroids.shape}")
+    return centroids                                                         # (K, d)
+
+
+def _check_schedule(n_iter: int, tol: float) -> None:
+    """ValueError unless ``n_iter`` is an integer ``>= 0`` and ``tol >= 0``."""
+    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 0:
+        raise ValueError(f"n_iter must be an integer >= 0, got {n_iter!r}")
+    if not tol >= 0.0:
+        raise ValueError(f"tol must be >= 0, got {tol!r}")
+
+
 def _check_data(X: np.ndarray) -> np.ndarray:
     """``X`` as a finite 2-D float64 array, or ValueError naming ``X``."""
-    arr = np.asarray(X, dtype=np.float64)   # (...,)  checked below
+    arr = np.asarray(X, dtype=np.float64)                                    # (...,)  checked below
     if arr.ndim != 2:
         raise ValueError(f"X must be 2-D (n, d), got shape {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError("X must be finite (no NaN or inf)")
-    return arr                              # (n, d)
+    return arr                                                               # (n, d)
 
 
 def _check_k(k: int, n: int) -> None:

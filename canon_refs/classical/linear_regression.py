@@ -35,36 +35,6 @@ import numpy as np
 _METHODS = ("normal", "gd")
 
 
-def _check_design(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Convert ``X (n, d)`` and ``y (n,)`` to float64 and validate rank, length and finiteness.
-
-    Raises ValueError naming ``X`` or ``y``.
-    """
-    X = np.asarray(X, dtype=np.float64)                                    # (...,)  validated below
-    y = np.asarray(y, dtype=np.float64)                                    # (...,)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (n, d), got shape {X.shape}")
-    if y.ndim != 1:
-        raise ValueError(f"y must be 1-D (n,), got shape {y.shape}")
-    if y.shape[0] != X.shape[0]:
-        raise ValueError(f"y has {y.shape[0]} entries but X has {X.shape[0]} rows")
-    if X.shape[0] < 1:
-        raise ValueError("X must have at least one row")
-    if not np.isfinite(X).all():
-        raise ValueError("X contains NaN or inf")
-    if not np.isfinite(y).all():
-        raise ValueError("y contains NaN or inf")
-    return X, y
-
-
-def _check_l2(l2: float) -> float:
-    """Validate the ridge strength: finite and >= 0 (ValueError naming ``l2``)."""
-    l2 = float(l2)
-    if not np.isfinite(l2) or l2 < 0:
-        raise ValueError(f"l2 must be finite and >= 0, got {l2}")
-    return l2
-
-
 def normal_equations(
     X: np.ndarray, y: np.ndarray, l2: float = 0.0, fit_intercept: bool = True
 ) -> tuple[np.ndarray, float]:
@@ -77,7 +47,9 @@ def normal_equations(
         fit_intercept: centre ``X`` and ``y`` and recover ``b``; otherwise ``b = 0.0``.
 
     Returns:
-        ``(w, b)``: ``w`` float64 ``(d,)`` and ``b`` a Python float.
+        ``(w, b)``: ``w`` float64 ``(d,)`` and ``b`` a Python float. A singular system (a duplicated
+        column with ``l2 = 0``) raises nothing: any least-squares ``w`` is accepted (predictions are
+        unique; the minimum-norm ``w`` is the usual choice).
 
     Raises:
         ValueError: ``X`` not 2-D, ``y`` not 1-D or of the wrong length, non-finite ``X``/``y``,
@@ -119,14 +91,12 @@ def mse_loss_and_grad(
         ``(L, dL/dw, dL/db)``: float, float64 ``(d,)``, float.
 
     Raises:
-        ValueError: shape mismatches (naming ``w``, ``X`` or ``y``), non-finite inputs, ``l2 < 0``.
+        ValueError: shape mismatches of ``w``, ``X`` or ``y``, non-finite inputs, ``l2 < 0``.
     """
     X, y = _check_design(X, y)
     l2 = _check_l2(l2)
-    w = np.asarray(w, dtype=np.float64)                                    # (...,)
-    n, d = X.shape
-    if w.shape != (d,):
-        raise ValueError(f"w must have shape ({d},) to match X, got {w.shape}")
+    w = _check_weights(w, X.shape[1])                                      # (d,)
+    n = X.shape[0]
     residual = X @ w + float(b) - y                                        # (n,)
     loss = 0.5 * float(residual @ residual) / n + 0.5 * l2 * float(w @ w)  # ()
     grad_w = X.T @ residual / n + l2 * w                                   # (d,)
@@ -155,12 +125,7 @@ class LinearRegression:
         n_iter: int = 1000,
     ) -> None:
         """Store validated hyperparameters (fail fast, C6)."""
-        if method not in _METHODS:
-            raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-        if not np.isfinite(lr) or lr <= 0:
-            raise ValueError(f"lr must be finite and > 0, got {lr}")
-        if int(n_iter) != n_iter or n_iter < 1:
-            raise ValueError(f"n_iter must be an integer >= 1, got {n_iter}")
+        _check_schedule(method, lr, n_iter)
         self.fit_intercept = bool(fit_intercept)
         self.l2 = _check_l2(l2)
         self.method = method
@@ -194,7 +159,61 @@ class LinearRegression:
         """
         if not hasattr(self, "coef_"):
             raise RuntimeError("LinearRegression.predict called before fit")
-        X = np.asarray(X, dtype=np.float64)                                # (...,)
-        if X.ndim != 2 or X.shape[1] != self.coef_.shape[0]:
-            raise ValueError(f"X must have shape (n, {self.coef_.shape[0]}), got {X.shape}")
+        X = _check_queries(X, self.coef_.shape[0])                         # (n, d)
         return X @ self.coef_ + self.intercept_                            # (n,)
+
+
+def _check_design(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Convert ``X (n, d)`` and ``y (n,)`` to float64 and validate rank, length and finiteness.
+
+    Raises ValueError naming ``X`` or ``y``.
+    """
+    X = np.asarray(X, dtype=np.float64)                                    # (...,)  validated below
+    y = np.asarray(y, dtype=np.float64)                                    # (...,)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n, d), got shape {X.shape}")
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D (n,), got shape {y.shape}")
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(f"y has {y.shape[0]} entries but X has {X.shape[0]} rows")
+    if X.shape[0] < 1:
+        raise ValueError("X must have at least one row")
+    if not np.isfinite(X).all():
+        raise ValueError("X contains NaN or inf")
+    if not np.isfinite(y).all():
+        raise ValueError("y contains NaN or inf")
+    return X, y
+
+
+def _check_l2(l2: float) -> float:
+    """Validate the ridge strength: finite and >= 0 (ValueError naming ``l2``)."""
+    l2 = float(l2)
+    if not np.isfinite(l2) or l2 < 0:
+        raise ValueError(f"l2 must be finite and >= 0, got {l2}")
+    return l2
+
+
+def _check_weights(w: np.ndarray, d: int) -> np.ndarray:
+    """``w`` as float64 ``(d,)``, or ValueError naming ``w``."""
+    w = np.asarray(w, dtype=np.float64)                                    # (...,)  checked below
+    if w.shape != (d,):
+        raise ValueError(f"w must have shape ({d},) to match X, got {w.shape}")
+    return w                                                               # (d,)
+
+
+def _check_schedule(method: str, lr: float, n_iter: int) -> None:
+    """ValueError for an unknown ``method``, ``lr <= 0`` or ``n_iter < 1``."""
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if not np.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be finite and > 0, got {lr}")
+    if int(n_iter) != n_iter or n_iter < 1:
+        raise ValueError(f"n_iter must be an integer >= 1, got {n_iter}")
+
+
+def _check_queries(X: np.ndarray, d: int) -> np.ndarray:
+    """``X`` as float64 ``(n, d)``, or ValueError naming ``X``."""
+    X = np.asarray(X, dtype=np.float64)                                    # (...,)  checked below
+    if X.ndim != 2 or X.shape[1] != d:
+        raise ValueError(f"X must have shape (n, {d}), got {X.shape}")
+    return X                                                               # (n, d)

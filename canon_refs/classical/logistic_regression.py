@@ -33,7 +33,7 @@ import numpy as np
 
 
 def sigmoid(z: np.ndarray | float) -> np.ndarray:
-    """Logistic function ``1 / (1 + exp(-z))`` computed as ``exp(-logaddexp(0, -z))``.
+    """Logistic function ``1 / (1 + exp(-z))``.
 
     Args:
         z: real array of any shape (or a scalar), converted to float64.
@@ -42,50 +42,17 @@ def sigmoid(z: np.ndarray | float) -> np.ndarray:
         float64 array of the same shape as ``z`` with values in [0, 1]; saturates to exactly 0.0
         and 1.0 without overflow warnings.
     """
-    z = np.asarray(z, dtype=np.float64)          # (...,)
+    z = np.asarray(z, dtype=np.float64)                               # (...,)
     return np.exp(-np.logaddexp(0.0, -z))
 
 
 def log_sigmoid(z: np.ndarray | float) -> np.ndarray:
-    """``log(sigmoid(z)) = -logaddexp(0, -z)``, finite for every finite ``z``.
+    """``log(sigmoid(z))``, finite for every finite ``z`` (``log_sigmoid(-1e4) == -1e4``).
 
     Args: z: real array of any shape. Returns: float64 array of the same shape, values <= 0.
     """
-    z = np.asarray(z, dtype=np.float64)          # (...,)
+    z = np.asarray(z, dtype=np.float64)                               # (...,)
     return -np.logaddexp(0.0, -z)
-
-
-def _check_features(X: np.ndarray) -> np.ndarray:
-    """``X`` as float64 ``(n, d)`` with n >= 1 and finite entries (ValueError naming ``X``)."""
-    X = np.asarray(X, dtype=np.float64)          # (...,)  validated below
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (n, d), got shape {X.shape}")
-    if X.shape[0] < 1:
-        raise ValueError("X must have at least one row")
-    if not np.isfinite(X).all():
-        raise ValueError("X contains NaN or inf")
-    return X
-
-
-def _check_binary_labels(y: np.ndarray, n: int) -> np.ndarray:
-    """``y`` as float64 ``(n,)`` with every entry 0 or 1 (ValueError naming ``y``)."""
-    y = np.asarray(y)                            # (...,)
-    if y.ndim != 1 or y.shape[0] != n:
-        raise ValueError(f"y must be 1-D with {n} entries to match X, got shape {y.shape}")
-    if not np.issubdtype(y.dtype, np.number) and y.dtype != np.bool_:
-        raise ValueError(f"y must hold numeric labels 0/1, got dtype {y.dtype}")
-    y = y.astype(np.float64)
-    if not np.isin(y, (0.0, 1.0)).all():
-        raise ValueError("y must contain only the labels 0 and 1")
-    return y
-
-
-def _check_l2(l2: float) -> float:
-    """Ridge strength: finite and >= 0 (ValueError naming ``l2``)."""
-    l2 = float(l2)
-    if not np.isfinite(l2) or l2 < 0:
-        raise ValueError(f"l2 must be finite and >= 0, got {l2}")
-    return l2
 
 
 def logistic_loss_and_grad(
@@ -103,23 +70,19 @@ def logistic_loss_and_grad(
         ``(L, dL/dw, dL/db)``: float, float64 ``(d,)``, float.
 
     Raises:
-        ValueError: shape mismatch (naming ``w``, ``X`` or ``y``), labels outside {0, 1},
-            non-finite inputs, ``l2 < 0``.
+        ValueError: shape mismatch of ``w``, ``X`` or ``y``, labels outside {0, 1}, non-finite
+            inputs, ``l2 < 0``.
     """
-    X = _check_features(X)
-    n, d = X.shape
-    y = _check_binary_labels(y, n)
+    X = _check_features(X)                                            # (n, d)
+    n = X.shape[0]
+    y = _check_binary_labels(y, n)                                    # (n,)
     l2 = _check_l2(l2)
-    w = np.asarray(w, dtype=np.float64)          # (...,)
-    if w.shape != (d,) or not np.isfinite(w).all():
-        raise ValueError(f"w must be finite with shape ({d},), got shape {w.shape}")
-    if not np.isfinite(b):
-        raise ValueError(f"b must be finite, got {b}")
-    logits = X @ w + float(b)                    # (n,)
+    w = _check_weights(w, b, X.shape[1])                              # (d,)
+    logits = X @ w + float(b)                                         # (n,)
     nll = float(np.mean(np.logaddexp(0.0, logits) - y * logits))
-    loss = nll + 0.5 * l2 * float(w @ w)         # ()
-    residual = sigmoid(logits) - y               # (n,)  p - y
-    grad_w = X.T @ residual / n + l2 * w         # (d,)
+    loss = nll + 0.5 * l2 * float(w @ w)                              # ()
+    residual = sigmoid(logits) - y                                    # (n,)  p - y
+    grad_w = X.T @ residual / n + l2 * w                              # (d,)
     grad_b = float(residual.mean())
     return loss, grad_w, grad_b
 
@@ -138,10 +101,7 @@ class LogisticRegression:
         self, lr: float = 0.1, n_iter: int = 1000, l2: float = 0.0, fit_intercept: bool = True
     ) -> None:
         """Store validated hyperparameters (fail fast, C6)."""
-        if not np.isfinite(lr) or lr <= 0:
-            raise ValueError(f"lr must be finite and > 0, got {lr}")
-        if int(n_iter) != n_iter or n_iter < 1:
-            raise ValueError(f"n_iter must be an integer >= 1, got {n_iter}")
+        _check_schedule(lr, n_iter)
         self.lr = float(lr)
         self.n_iter = int(n_iter)
         self.l2 = _check_l2(l2)
@@ -149,9 +109,9 @@ class LogisticRegression:
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> LogisticRegression:
         """Run ``n_iter`` full-batch GD steps on ``X (n, d)``, ``y (n,)`` in {0, 1}; returns ``self``."""
-        X = _check_features(X)
-        y = _check_binary_labels(y, X.shape[0])
-        w = np.zeros(X.shape[1])                 # (d,)
+        X = _check_features(X)                                        # (n, d)
+        y = _check_binary_labels(y, X.shape[0])                       # (n,)
+        w = np.zeros(X.shape[1])                                      # (d,)
         b = 0.0
         history: list[float] = []
         for _ in range(self.n_iter):
@@ -172,10 +132,8 @@ class LogisticRegression:
         """
         if not hasattr(self, "coef_"):
             raise RuntimeError("LogisticRegression used before fit")
-        X = _check_features(X)
-        if X.shape[1] != self.coef_.shape[0]:
-            raise ValueError(f"X must have {self.coef_.shape[0]} columns, got {X.shape[1]}")
-        return X @ self.coef_ + self.intercept_  # (n,)
+        X = _check_features(X, width=self.coef_.shape[0])             # (n, d)
+        return X @ self.coef_ + self.intercept_                       # (n,)
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """``P(y = 1 | x)`` for each row, float64 ``(n,)`` in [0, 1]."""
@@ -186,6 +144,63 @@ class LogisticRegression:
 
         Raises ValueError when ``threshold`` is not strictly inside (0, 1).
         """
-        if not 0.0 < threshold < 1.0:
-            raise ValueError(f"threshold must lie strictly between 0 and 1, got {threshold}")
-        return (self.predict_proba(X) >= threshold).astype(np.int64)
+        _check_threshold(threshold)
+        return (self.predict_proba(X) >= threshold).astype(np.int64)  # (n,)
+
+
+def _check_features(X: np.ndarray, width: int | None = None) -> np.ndarray:
+    """``X`` as float64 ``(n, d)`` with n >= 1, finite entries and ``d == width`` when given."""
+    X = np.asarray(X, dtype=np.float64)                               # (...,)  validated below
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n, d), got shape {X.shape}")
+    if width is not None and X.shape[1] != width:
+        raise ValueError(f"X must have {width} columns, got {X.shape[1]}")
+    if X.shape[0] < 1:
+        raise ValueError("X must have at least one row")
+    if not np.isfinite(X).all():
+        raise ValueError("X contains NaN or inf")
+    return X
+
+
+def _check_binary_labels(y: np.ndarray, n: int) -> np.ndarray:
+    """``y`` as float64 ``(n,)`` with every entry 0 or 1 (ValueError naming ``y``)."""
+    y = np.asarray(y)                                                 # (...,)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise ValueError(f"y must be 1-D with {n} entries to match X, got shape {y.shape}")
+    if not np.issubdtype(y.dtype, np.number) and y.dtype != np.bool_:
+        raise ValueError(f"y must hold numeric labels 0/1, got dtype {y.dtype}")
+    y = y.astype(np.float64)
+    if not np.isin(y, (0.0, 1.0)).all():
+        raise ValueError("y must contain only the labels 0 and 1")
+    return y
+
+
+def _check_l2(l2: float) -> float:
+    """Ridge strength: finite and >= 0 (ValueError naming ``l2``)."""
+    l2 = float(l2)
+    if not np.isfinite(l2) or l2 < 0:
+        raise ValueError(f"l2 must be finite and >= 0, got {l2}")
+    return l2
+
+
+def _check_weights(w: np.ndarray, b: float, d: int) -> np.ndarray:
+    """``w`` as finite float64 ``(d,)`` and ``b`` finite, or ValueError."""
+    w = np.asarray(w, dtype=np.float64)                               # (...,)  checked below
+    if w.shape != (d,) or not np.isfinite(w).all():
+        raise ValueError(f"w must be finite with shape ({d},), got shape {w.shape}")
+    if not np.isfinite(b):
+        raise ValueError(f"b must be finite, got {b}")
+    return w                                                          # (d,)
+
+
+def _check_schedule(lr: float, n_iter: int) -> None:
+    """ValueError unless ``lr > 0`` and ``n_iter`` is an integer ``>= 1``."""
+    if not np.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be finite and > 0, got {lr}")
+    if int(n_iter) != n_iter or n_iter < 1:
+        raise ValueError(f"n_iter must be an integer >= 1, got {n_iter}")
+
+
+def _check_threshold(threshold: float) -> None:
+    if not 0.0 < threshold < 1.0:
+        raise ValueError(f"threshold must lie strictly between 0 and 1, got {threshold}")

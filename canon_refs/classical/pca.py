@@ -34,16 +34,6 @@ from __future__ import annotations
 import numpy as np
 
 
-def _check_data(X: np.ndarray, name: str) -> np.ndarray:
-    """``X`` as finite float64 2-D array (ValueError naming ``name``)."""
-    X = np.asarray(X, dtype=np.float64)                              # (...,)  validated below
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, got shape {X.shape}")
-    if not np.isfinite(X).all():
-        raise ValueError(f"{name} contains NaN or inf")
-    return X
-
-
 class PCA:
     """PCA with ``n_components`` kept directions, fitted by the SVD of the centred data.
 
@@ -58,19 +48,13 @@ class PCA:
 
     def __init__(self, n_components: int) -> None:
         """Store ``n_components`` (an integer >= 1)."""
-        if isinstance(n_components, bool) or int(n_components) != n_components or n_components < 1:
-            raise ValueError(f"n_components must be an integer >= 1, got {n_components}")
+        _check_n_components(n_components)
         self.n_components = int(n_components)
 
     def fit(self, X: np.ndarray) -> PCA:
         """Fit on ``X (n, d)`` with n >= 2; returns ``self``."""
-        X = _check_data(X, "X")
-        n, d = X.shape
-        if n < 2:
-            raise ValueError(f"X must have at least 2 rows (samples) for ddof = 1, got {n}")
-        k = self.n_components
-        if k > min(n, d):
-            raise ValueError(f"n_components must be <= min(n, d) = {min(n, d)}, got {k}")
+        X = _check_training_data(X, self.n_components)               # (n, d)
+        n, k = X.shape[0], self.n_components
         mean = X.mean(axis=0)                                        # (d,)
         Xc = X - mean                                                # (n, d)
         U, S, Vt = np.linalg.svd(Xc, full_matrices=False)            # (n, r), (r,), (r, d)
@@ -99,9 +83,7 @@ class PCA:
         Raises RuntimeError before ``fit``; ValueError when ``X`` is not finite ``(n, d)``.
         """
         self._check_fitted()
-        X = _check_data(X, "X")
-        if X.shape[1] != self.mean_.shape[0]:
-            raise ValueError(f"X must have {self.mean_.shape[0]} columns, got {X.shape[1]}")
+        X = _check_data(X, "X", width=self.mean_.shape[0])           # (n, d)
         return (X - self.mean_) @ self.components_.T                 # (n, k)
 
     def inverse_transform(self, Z: np.ndarray) -> np.ndarray:
@@ -110,11 +92,37 @@ class PCA:
         Raises RuntimeError before ``fit``; ValueError when ``Z`` is not finite ``(n, k)``.
         """
         self._check_fitted()
-        Z = _check_data(Z, "Z")
-        if Z.shape[1] != self.components_.shape[0]:
-            raise ValueError(f"Z must have {self.components_.shape[0]} columns, got {Z.shape[1]}")
+        Z = _check_data(Z, "Z", width=self.components_.shape[0])     # (n, k)
         return Z @ self.components_ + self.mean_                     # (n, d)
 
     def fit_transform(self, X: np.ndarray) -> np.ndarray:
         """``fit(X)`` then ``transform(X)``, float64 ``(n, k)``."""
         return self.fit(X).transform(X)                              # (n, k)
+
+
+def _check_data(X: np.ndarray, name: str, width: int | None = None) -> np.ndarray:
+    """``X`` as a finite float64 2-D array with ``width`` columns when given (ValueError naming ``name``)."""
+    X = np.asarray(X, dtype=np.float64)                              # (...,)  validated below
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {X.shape}")
+    if width is not None and X.shape[1] != width:
+        raise ValueError(f"{name} must have {width} columns, got {X.shape[1]}")
+    if not np.isfinite(X).all():
+        raise ValueError(f"{name} contains NaN or inf")
+    return X
+
+
+def _check_training_data(X: np.ndarray, k: int) -> np.ndarray:
+    """``X`` finite 2-D with at least 2 rows and ``k <= min(n, d)``."""
+    X = _check_data(X, "X")                                          # (n, d)
+    n, d = X.shape
+    if n < 2:
+        raise ValueError(f"X must have at least 2 rows (samples) for ddof = 1, got {n}")
+    if k > min(n, d):
+        raise ValueError(f"n_components must be <= min(n, d) = {min(n, d)}, got {k}")
+    return X
+
+
+def _check_n_components(n_components: int) -> None:
+    if isinstance(n_components, bool) or int(n_components) != n_components or n_components < 1:
+        raise ValueError(f"n_components must be an integer >= 1, got {n_components}")

@@ -32,13 +32,14 @@ import numpy as np
 
 
 def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Softmax along ``axis`` with the maximum subtracted first.
+    """Softmax along ``axis``.
 
     Args:
         z: real array of any shape, converted to float64. axis: the axis that sums to 1.
 
     Returns:
-        float64 array of the same shape; entries in [0, 1], summing to 1 along ``axis``.
+        float64 array of the same shape; entries in [0, 1], summing to 1 along ``axis``; finite with
+        no overflow warning for every finite ``z`` (logits of +-1e4 included).
     """
     z = np.asarray(z, dtype=np.float64)                                     # (...,)
     shifted = z - z.max(axis=axis, keepdims=True)                           # (...,)
@@ -56,32 +57,6 @@ def log_softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))  # (...,)
 
 
-def _check_labels(y: np.ndarray, n: int, n_classes: int) -> np.ndarray:
-    """``y`` as int64 ``(n,)`` with integer values in [0, n_classes) (ValueError naming ``y``)."""
-    y = np.asarray(y)                                                       # (...,)
-    if y.ndim != 1 or y.shape[0] != n:
-        raise ValueError(f"y must be 1-D with {n} entries, got shape {y.shape}")
-    if y.dtype == np.bool_ or not np.issubdtype(y.dtype, np.number):
-        raise ValueError(f"y must hold integer class labels, got dtype {y.dtype}")
-    if not np.issubdtype(y.dtype, np.integer):
-        if not np.isfinite(y).all() or not np.all(y == np.round(y)):
-            raise ValueError("y must hold integer class labels, got non-integer values")
-    y = y.astype(np.int64)
-    if n and (y.min() < 0 or y.max() >= n_classes):
-        raise ValueError(f"y labels must lie in [0, {n_classes}), got min {y.min()} and max {y.max()}")
-    return y
-
-
-def _check_features(X: np.ndarray) -> np.ndarray:
-    """``X`` as finite float64 ``(n, d)`` with n >= 1 (ValueError naming ``X``)."""
-    X = np.asarray(X, dtype=np.float64)                                     # (...,)  validated below
-    if X.ndim != 2 or X.shape[0] < 1:
-        raise ValueError(f"X must be 2-D (n, d) with n >= 1, got shape {X.shape}")
-    if not np.isfinite(X).all():
-        raise ValueError("X contains NaN or inf")
-    return X
-
-
 def cross_entropy(logits: np.ndarray, y: np.ndarray) -> float:
     """Mean negative log-likelihood of integer labels under ``softmax(logits)``.
 
@@ -95,11 +70,9 @@ def cross_entropy(logits: np.ndarray, y: np.ndarray) -> float:
         ValueError: ``logits`` not 2-D or non-finite; ``y`` of the wrong length, non-integer or out
             of range.
     """
-    logits = np.asarray(logits, dtype=np.float64)                           # (...,)  validated below
-    if logits.ndim != 2 or not np.isfinite(logits).all():
-        raise ValueError(f"logits must be a finite 2-D (n, K) array, got shape {logits.shape}")
+    logits = _check_logits(logits)                                          # (n, K)
     n, K = logits.shape
-    y = _check_labels(y, n, K)
+    y = _check_labels(y, n, K)                                              # (n,)
     log_probs = log_softmax(logits, axis=1)                                 # (n, K)
     rows = np.arange(n)                                                     # (n,)
     return float(-log_probs[rows, y].mean())
@@ -118,21 +91,14 @@ def softmax_loss_and_grad(
         ``(L, dW, db)``: float, float64 ``(d, K)``, float64 ``(K,)``.
 
     Raises:
-        ValueError: shape mismatch (naming ``W``, ``b``, ``X`` or ``y``), bad labels, non-finite
-            inputs, ``l2 < 0``.
+        ValueError: shape mismatch of ``W``, ``b``, ``X`` or ``y``, bad labels, non-finite inputs,
+            ``l2 < 0``.
     """
-    X = _check_features(X)
-    n, d = X.shape
-    W = np.asarray(W, dtype=np.float64)                                     # (...,)
-    if W.ndim != 2 or W.shape[0] != d or not np.isfinite(W).all():
-        raise ValueError(f"W must be finite with shape ({d}, K), got shape {W.shape}")
-    K = W.shape[1]
-    b = np.asarray(b, dtype=np.float64)                                     # (...,)
-    if b.shape != (K,) or not np.isfinite(b).all():
-        raise ValueError(f"b must be finite with shape ({K},), got shape {b.shape}")
-    y = _check_labels(y, n, K)
-    if not np.isfinite(l2) or l2 < 0:
-        raise ValueError(f"l2 must be finite and >= 0, got {l2}")
+    X = _check_features(X)                                                  # (n, d)
+    W, b = _check_params(W, b, X.shape[1])                                  # (d, K), (K,)
+    n, K = X.shape[0], W.shape[1]
+    y = _check_labels(y, n, K)                                              # (n,)
+    _check_l2(l2)
     logits = X @ W + b                                                      # (n, K)
     log_probs = log_softmax(logits, axis=1)                                 # (n, K)
     one_hot = np.eye(K)[y]                                                  # (n, K)
@@ -163,14 +129,8 @@ class SoftmaxRegression:
         fit_intercept: bool = True,
     ) -> None:
         """Store validated hyperparameters (fail fast, C6)."""
-        if n_classes is not None and (int(n_classes) != n_classes or n_classes < 1):
-            raise ValueError(f"n_classes must be None or an integer >= 1, got {n_classes}")
-        if not np.isfinite(lr) or lr <= 0:
-            raise ValueError(f"lr must be finite and > 0, got {lr}")
-        if int(n_iter) != n_iter or n_iter < 1:
-            raise ValueError(f"n_iter must be an integer >= 1, got {n_iter}")
-        if not np.isfinite(l2) or l2 < 0:
-            raise ValueError(f"l2 must be finite and >= 0, got {l2}")
+        _check_hyperparameters(n_classes, lr, n_iter)
+        _check_l2(l2)
         self.n_classes = None if n_classes is None else int(n_classes)
         self.lr = float(lr)
         self.n_iter = int(n_iter)
@@ -179,14 +139,10 @@ class SoftmaxRegression:
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> SoftmaxRegression:
         """Run ``n_iter`` GD steps on ``X (n, d)`` and integer labels ``y (n,)``; returns ``self``."""
-        X = _check_features(X)
+        X = _check_features(X)                                              # (n, d)
         n, d = X.shape
-        if self.n_classes is None:
-            y = _check_labels(y, n, np.iinfo(np.int64).max)
-            K = int(y.max()) + 1
-        else:
-            K = self.n_classes
-            y = _check_labels(y, n, K)
+        y = _check_labels(y, n, self.n_classes or np.iinfo(np.int64).max)   # (n,)
+        K = self.n_classes or int(y.max()) + 1
         W = np.zeros((d, K))                                                # (d, K)
         b = np.zeros(K)                                                     # (K,)
         history: list[float] = []
@@ -206,9 +162,7 @@ class SoftmaxRegression:
         """``X @ coef_ + intercept_`` after the fitted-state and width checks, ``(n, K)``."""
         if not hasattr(self, "coef_"):
             raise RuntimeError("SoftmaxRegression used before fit")
-        X = _check_features(X)
-        if X.shape[1] != self.coef_.shape[0]:
-            raise ValueError(f"X must have {self.coef_.shape[0]} columns, got {X.shape[1]}")
+        X = _check_features(X, width=self.coef_.shape[0])                   # (n, d)
         return X @ self.coef_ + self.intercept_                             # (n, K)
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
@@ -218,3 +172,63 @@ class SoftmaxRegression:
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Most probable class per row, int64 ``(n,)`` (ties go to the lower class index)."""
         return np.argmax(self._logits(X), axis=1).astype(np.int64)          # (n,)
+
+
+def _check_labels(y: np.ndarray, n: int, n_classes: int) -> np.ndarray:
+    """``y`` as int64 ``(n,)`` with integer values in [0, n_classes) (ValueError naming ``y``)."""
+    y = np.asarray(y)                                                       # (...,)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise ValueError(f"y must be 1-D with {n} entries, got shape {y.shape}")
+    if y.dtype == np.bool_ or not np.issubdtype(y.dtype, np.number):
+        raise ValueError(f"y must hold integer class labels, got dtype {y.dtype}")
+    if not np.issubdtype(y.dtype, np.integer):
+        if not np.isfinite(y).all() or not np.all(y == np.round(y)):
+            raise ValueError("y must hold integer class labels, got non-integer values")
+    y = y.astype(np.int64)
+    if n and (y.min() < 0 or y.max() >= n_classes):
+        raise ValueError(f"y labels must lie in [0, {n_classes}), got min {y.min()} and max {y.max()}")
+    return y
+
+
+def _check_features(X: np.ndarray, width: int | None = None) -> np.ndarray:
+    """``X`` as finite float64 ``(n, d)`` with n >= 1 and ``d == width`` when given."""
+    X = np.asarray(X, dtype=np.float64)                                     # (...,)  validated below
+    if X.ndim != 2 or X.shape[0] < 1:
+        raise ValueError(f"X must be 2-D (n, d) with n >= 1, got shape {X.shape}")
+    if width is not None and X.shape[1] != width:
+        raise ValueError(f"X must have {width} columns, got {X.shape[1]}")
+    if not np.isfinite(X).all():
+        raise ValueError("X contains NaN or inf")
+    return X
+
+
+def _check_logits(logits: np.ndarray) -> np.ndarray:
+    logits = np.asarray(logits, dtype=np.float64)                           # (...,)  validated below
+    if logits.ndim != 2 or not np.isfinite(logits).all():
+        raise ValueError(f"logits must be a finite 2-D (n, K) array, got shape {logits.shape}")
+    return logits                                                           # (n, K)
+
+
+def _check_params(W: np.ndarray, b: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """``W`` finite float64 ``(d, K)`` and ``b`` finite float64 ``(K,)``, or ValueError."""
+    W = np.asarray(W, dtype=np.float64)                                     # (...,)  checked below
+    if W.ndim != 2 or W.shape[0] != d or not np.isfinite(W).all():
+        raise ValueError(f"W must be finite with shape ({d}, K), got shape {W.shape}")
+    b = np.asarray(b, dtype=np.float64)                                     # (...,)  checked below
+    if b.shape != (W.shape[1],) or not np.isfinite(b).all():
+        raise ValueError(f"b must be finite with shape ({W.shape[1]},), got shape {b.shape}")
+    return W, b                                                             # (d, K), (K,)
+
+
+def _check_hyperparameters(n_classes: int | None, lr: float, n_iter: int) -> None:
+    if n_classes is not None and (int(n_classes) != n_classes or n_classes < 1):
+        raise ValueError(f"n_classes must be None or an integer >= 1, got {n_classes}")
+    if not np.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be finite and > 0, got {lr}")
+    if int(n_iter) != n_iter or n_iter < 1:
+        raise ValueError(f"n_iter must be an integer >= 1, got {n_iter}")
+
+
+def _check_l2(l2: float) -> None:
+    if not np.isfinite(l2) or l2 < 0:
+        raise ValueError(f"l2 must be finite and >= 0, got {l2}")

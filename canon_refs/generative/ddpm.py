@@ -47,17 +47,12 @@ from torch import Tensor, nn
 __all__ = ["DDPM", "TinyDenoiser", "cosine_beta_schedule", "linear_beta_schedule"]
 
 
-def _check_steps(T: int) -> None:
-    if isinstance(T, bool) or not isinstance(T, int) or T < 1:
-        raise ValueError(f"T must be an int >= 1, got {T!r}")
-
-
 def linear_beta_schedule(T: int, beta_start: float = 1e-4, beta_end: float = 0.02) -> Tensor:
     """``T`` betas evenly spaced from ``beta_start`` to ``beta_end`` (both included).
 
     Args:
         T: number of steps (>= 1); ``T = 1`` gives ``[beta_start]``.
-        beta_start, beta_end: first and last beta, in (0, 1).
+        beta_start, beta_end: first and last beta, in (0, 1); either may be the larger.
 
     Returns:
         ``(T,)`` float64 tensor.
@@ -68,9 +63,7 @@ def linear_beta_schedule(T: int, beta_start: float = 1e-4, beta_end: float = 0.0
     Source: Ho, Jain & Abbeel, "Denoising Diffusion Probabilistic Models" (2020), Sec. 4 (1e-4 to 0.02).
     """
     _check_steps(T)
-    for name, value in (("beta_start", beta_start), ("beta_end", beta_end)):
-        if not 0.0 < value < 1.0:
-            raise ValueError(f"{name} must lie in (0, 1), got {value}")
+    _check_unit_interval(beta_start=beta_start, beta_end=beta_end)
     return torch.linspace(beta_start, beta_end, T, dtype=torch.float64)      # (T,)
 
 
@@ -94,15 +87,29 @@ def cosine_beta_schedule(T: int, s: float = 0.008, max_beta: float = 0.999) -> T
     Source: Nichol & Dhariwal, "Improved Denoising Diffusion Probabilistic Models" (2021), Eq. 17.
     """
     _check_steps(T)
+    _check_offset(s)
+    _check_unit_interval(max_beta=max_beta)
+    steps = torch.arange(T + 1, dtype=torch.float64)                         # (T + 1,)
+    f = torch.cos((steps / T + s) / (1 + s) * (math.pi / 2)).pow(2)          # (T + 1,)
+    alpha_bar = f / f[0]                                                     # (T + 1,)
+    betas = 1.0 - alpha_bar[1:] / alpha_bar[:-1]                             # (T,)
+    return betas.clamp(max=max_beta)                                         # (T,)
+
+
+def _check_steps(T: int) -> None:
+    if isinstance(T, bool) or not isinstance(T, int) or T < 1:
+        raise ValueError(f"T must be an int >= 1, got {T!r}")
+
+
+def _check_unit_interval(**named: float) -> None:
+    for name, value in named.items():
+        if not 0.0 < value < 1.0:
+            raise ValueError(f"{name} must lie in (0, 1), got {value}")
+
+
+def _check_offset(s: float) -> None:
     if not (math.isfinite(s) and s >= 0):
         raise ValueError(f"s must be finite and >= 0, got {s}")
-    if not 0.0 < max_beta < 1.0:
-        raise ValueError(f"max_beta must lie in (0, 1), got {max_beta}")
-    steps = torch.arange(T + 1, dtype=torch.float64)                          # (T + 1,)
-    f = torch.cos((steps / T + s) / (1 + s) * (math.pi / 2)).pow(2)           # (T + 1,)
-    alpha_bar = f / f[0]                                                      # (T + 1,)
-    betas = 1.0 - alpha_bar[1:] / alpha_bar[:-1]                              # (T,)
-    return betas.clamp(max=max_beta)
 
 
 class DDPM:
@@ -124,32 +131,16 @@ class DDPM:
     """
 
     def __init__(self, betas: Tensor) -> None:
-        if not isinstance(betas, Tensor) or betas.ndim != 1 or betas.numel() == 0:
-            shape = tuple(betas.shape) if isinstance(betas, Tensor) else type(betas).__name__
-            raise ValueError(f"betas must be a non-empty 1-D tensor, got {shape}")
-        betas = betas.detach().to(torch.float64).clone()
-        if not bool(((betas > 0) & (betas < 1)).all()):
-            raise ValueError("betas must lie in the open interval (0, 1)")
+        _check_betas(betas)
+        betas = betas.detach().to(torch.float64).clone()                     # (T,)
         self.T = int(betas.numel())
         self.betas = betas
         self.alphas = 1.0 - betas
-        self.alpha_bars = torch.cumprod(self.alphas, dim=0)                    # (T,)
-        self.alpha_bars_prev = torch.cat([betas.new_ones(1), self.alpha_bars[:-1]])  # (T,)
-        self.posterior_variance = betas * (1.0 - self.alpha_bars_prev) / (1.0 - self.alpha_bars)
-
-    def _check_t(self, t: Tensor, batch: int) -> None:
-        """Raise ``ValueError`` unless ``t`` is a ``(batch,)`` integer tensor with entries in ``[0, T)``."""
-        if not isinstance(t, Tensor) or t.is_floating_point() or t.dtype == torch.bool or t.ndim != 1:
-            raise ValueError("t must be a 1-D integer (long) tensor of time steps")
-        if t.shape[0] != batch:
-            raise ValueError(f"t must hold one step per example ({batch}), got {t.shape[0]}")
-        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= self.T):
-            raise ValueError(f"t must lie in [0, T) = [0, {self.T}), got min {int(t.min())}, max {int(t.max())}")
-
-    def _at(self, buffer: Tensor, t: Tensor, x: Tensor) -> Tensor:
-        """``buffer[t]`` cast to ``x``'s dtype and shaped ``(B, 1, ...)`` to broadcast over ``x``'s data dims."""
-        picked = buffer.to(x.device)[t.to(x.device)].to(x.dtype)                # (B,)
-        return picked.reshape(-1, *([1] * (x.ndim - 1)))                      # (B, ...)
+        self.alpha_bars = torch.cumprod(self.alphas, dim=0)                  # (T,)
+        ones = betas.new_ones(1)                                             # (1,)
+        self.alpha_bars_prev = torch.cat([ones, self.alpha_bars[:-1]])       # (T,)
+        shrink = (1.0 - self.alpha_bars_prev) / (1.0 - self.alpha_bars)      # (T,)
+        self.posterior_variance = betas * shrink                             # (T,)
 
     def q_sample(self, x0: Tensor, t: Tensor, noise: Tensor | None = None,
                  generator: torch.Generator | None = None) -> Tensor:
@@ -161,18 +152,17 @@ class DDPM:
             noise: ``eps`` of the shape of ``x0``; drawn from ``generator`` (global RNG if None) when omitted.
 
         Returns:
-            ``(B, ...)`` noised data in the dtype of ``x0``.
+            ``(B, ...)`` noised data in the dtype of ``x0``. The inputs are not modified.
 
         Raises:
             ValueError: ``t`` not ``(B,)`` integers in ``[0, T)``; ``noise`` shape differs from ``x0``.
         """
-        self._check_t(t, x0.shape[0] if x0.ndim else -1)
+        self._check_t(t, x0)
         if noise is None:
-            noise = torch.randn(x0.shape, generator=generator, dtype=x0.dtype, device=x0.device)  # (B, ...)
-        elif noise.shape != x0.shape:
-            raise ValueError(f"noise must have the shape of x0 {tuple(x0.shape)}, got {tuple(noise.shape)}")
-        signal = self._at(self.alpha_bars.sqrt(), t, x0)                      # (B, ...)
-        spread = self._at((1.0 - self.alpha_bars).sqrt(), t, x0)              # (B, ...)
+            noise = _randn_like(x0, generator)                               # (B, ...)
+        _check_like(noise=noise, x0=x0)
+        signal = self._at(self.alpha_bars.sqrt(), t, x0)                     # (B, ...)
+        spread = self._at((1.0 - self.alpha_bars).sqrt(), t, x0)             # (B, ...)
         return signal * x0 + spread * noise
 
     def predict_x0(self, x_t: Tensor, t: Tensor, eps: Tensor) -> Tensor:
@@ -187,11 +177,10 @@ class DDPM:
         Raises:
             ValueError: bad ``t``, or ``eps`` shape differs from ``x_t``.
         """
-        self._check_t(t, x_t.shape[0] if x_t.ndim else -1)
-        if eps.shape != x_t.shape:
-            raise ValueError(f"eps must have the shape of x_t {tuple(x_t.shape)}, got {tuple(eps.shape)}")
-        signal = self._at(self.alpha_bars.sqrt(), t, x_t)                     # (B, ...)
-        spread = self._at((1.0 - self.alpha_bars).sqrt(), t, x_t)             # (B, ...)
+        self._check_t(t, x_t)
+        _check_like(eps=eps, x_t=x_t)
+        signal = self._at(self.alpha_bars.sqrt(), t, x_t)                    # (B, ...)
+        spread = self._at((1.0 - self.alpha_bars).sqrt(), t, x_t)            # (B, ...)
         return (x_t - spread * eps) / signal
 
     def posterior_mean_variance(self, x0: Tensor, x_t: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
@@ -209,13 +198,15 @@ class DDPM:
         Raises:
             ValueError: bad ``t``, or ``x0`` and ``x_t`` of different shapes.
         """
-        self._check_t(t, x_t.shape[0] if x_t.ndim else -1)
-        if x0.shape != x_t.shape:
-            raise ValueError(f"x0 must have the shape of x_t {tuple(x_t.shape)}, got {tuple(x0.shape)}")
+        self._check_t(t, x_t)
+        _check_like(x0=x0, x_t=x_t)
         denom = 1.0 - self.alpha_bars
-        coef_x0 = self._at(self.betas * self.alpha_bars_prev.sqrt() / denom, t, x_t)          # (B, ...)
-        coef_xt = self._at(self.alphas.sqrt() * (1.0 - self.alpha_bars_prev) / denom, t, x_t)  # (B, ...)
-        variance = self._at(self.posterior_variance, t, x_t)                  # (B, ...)
+        ab_prev = self.alpha_bars_prev                                       # (T,)
+        x0_weight = self.betas * ab_prev.sqrt() / denom                      # (T,)
+        xt_weight = self.alphas.sqrt() * (1.0 - ab_prev) / denom             # (T,)
+        coef_x0 = self._at(x0_weight, t, x_t)                                # (B, ...)
+        coef_xt = self._at(xt_weight, t, x_t)                                # (B, ...)
+        variance = self._at(self.posterior_variance, t, x_t)                 # (B, ...)
         return coef_x0 * x0 + coef_xt * x_t, variance
 
     def loss(self, model: nn.Module, x0: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -234,11 +225,11 @@ class DDPM:
 
         Source: Ho et al. (2020), Algorithm 1 and Eq. 14.
         """
-        if x0.ndim < 1 or x0.shape[0] == 0:
-            raise ValueError(f"x0 must be a non-empty batch (B, ...), got shape {tuple(x0.shape)}")
-        t = torch.randint(0, self.T, (x0.shape[0],), generator=generator, device=x0.device)  # (B,)
-        noise = torch.randn(x0.shape, generator=generator, dtype=x0.dtype, device=x0.device)  # (B, ...)
-        x_t = self.q_sample(x0, t, noise)                                     # (B, ...)
+        _check_batch_shape(tuple(x0.shape))
+        t = torch.randint(0, self.T, (x0.shape[0],), generator=generator)    # (B,)
+        t = t.to(x0.device)                                                  # (B,)
+        noise = _randn_like(x0, generator)                                   # (B, ...)
+        x_t = self.q_sample(x0, t, noise)                                    # (B, ...)
         return F.mse_loss(model(x_t, t), noise)
 
     @torch.no_grad()
@@ -257,15 +248,14 @@ class DDPM:
 
         Source: Ho et al. (2020), Algorithm 2, with the posterior mean of Eq. 7 evaluated at ``x0_hat``.
         """
-        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.T:
-            raise ValueError(f"t must be an int in [0, T) = [0, {self.T}), got {t!r}")
-        steps = torch.full((x_t.shape[0],), t, dtype=torch.long, device=x_t.device)  # (B,)
-        eps = model(x_t, steps)                                               # (B, ...)
-        x0_hat = self.predict_x0(x_t, steps, eps)                             # (B, ...)
-        mean, variance = self.posterior_mean_variance(x0_hat, x_t, steps)     # (B, ...), (B, ...)
+        self._check_step(t)
+        steps = x_t.new_full((x_t.shape[0],), t, dtype=torch.long)           # (B,)
+        eps = model(x_t, steps)                                              # (B, ...)
+        x0_hat = self.predict_x0(x_t, steps, eps)                            # (B, ...)
+        mean, variance = self.posterior_mean_variance(x0_hat, x_t, steps)    # (B, ...), (B, ...)
         if t == 0:
             return mean
-        z = torch.randn(x_t.shape, generator=generator, dtype=x_t.dtype, device=x_t.device)  # (B, ...)
+        z = _randn_like(x_t, generator)                                      # (B, ...)
         return mean + variance.sqrt() * z
 
     @torch.no_grad()
@@ -286,15 +276,59 @@ class DDPM:
         Source: Ho et al. (2020), Algorithm 2.
         """
         shape = tuple(int(n) for n in shape)
-        if len(shape) == 0 or min(shape) < 1:
-            raise ValueError(f"shape must be a non-empty tuple of positive sizes (B, ...), got {shape}")
+        _check_batch_shape(shape)
         param = next(iter(model.parameters()), None)
         dtype = param.dtype if param is not None else torch.get_default_dtype()
         device = param.device if param is not None else torch.device("cpu")
-        x = torch.randn(shape, generator=generator, dtype=dtype, device=device)  # (B, ...)
+        x = torch.randn(shape, generator=generator, dtype=dtype).to(device)  # (B, ...)
         for t in reversed(range(self.T)):
-            x = self.p_sample(model, x, t, generator)                         # (B, ...)
+            x = self.p_sample(model, x, t, generator)                        # (B, ...)
         return x
+
+    def _at(self, buffer: Tensor, t: Tensor, x: Tensor) -> Tensor:
+        """``buffer[t]`` cast to ``x``'s dtype and shaped ``(B, 1, ...)`` to broadcast over ``x``'s data dims."""
+        picked = buffer.to(x.device)[t.to(x.device)].to(x.dtype)             # (B,)
+        return picked.reshape(-1, *([1] * (x.ndim - 1)))                     # (B, ...)
+
+    def _check_t(self, t: Tensor, x: Tensor) -> None:
+        """Raise ``ValueError`` unless ``t`` is a ``(B,)`` integer tensor with entries in ``[0, T)``."""
+        batch = x.shape[0] if x.ndim else -1
+        if not isinstance(t, Tensor) or t.is_floating_point() or t.dtype == torch.bool or t.ndim != 1:
+            raise ValueError("t must be a 1-D integer (long) tensor of time steps")
+        if t.shape[0] != batch:
+            raise ValueError(f"t must hold one step per example ({batch}), got {t.shape[0]}")
+        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= self.T):
+            raise ValueError(f"t must lie in [0, T) = [0, {self.T}), got min {int(t.min())}, max {int(t.max())}")
+
+    def _check_step(self, t: int) -> None:
+        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.T:
+            raise ValueError(f"t must be an int in [0, T) = [0, {self.T}), got {t!r}")
+
+
+def _randn_like(x: Tensor, generator: torch.Generator | None) -> Tensor:
+    """Standard normal noise of ``x``'s shape, dtype and device, drawn from ``generator``."""
+    noise = torch.randn(x.shape, generator=generator, dtype=x.dtype)         # (B, ...)
+    return noise.to(x.device)
+
+
+def _check_betas(betas: Tensor) -> None:
+    if not isinstance(betas, Tensor) or betas.ndim != 1 or betas.numel() == 0:
+        shape = tuple(betas.shape) if isinstance(betas, Tensor) else type(betas).__name__
+        raise ValueError(f"betas must be a non-empty 1-D tensor, got {shape}")
+    if not bool(((betas > 0) & (betas < 1)).all()):
+        raise ValueError("betas must lie in the open interval (0, 1)")
+
+
+def _check_like(**named: Tensor) -> None:
+    """``ValueError`` unless the first tensor has the shape of the second (``noise=noise, x0=x0``)."""
+    (name, value), (ref_name, ref) = named.items()
+    if value.shape != ref.shape:
+        raise ValueError(f"{name} must have the shape of {ref_name} {tuple(ref.shape)}, got {tuple(value.shape)}")
+
+
+def _check_batch_shape(shape: tuple[int, ...]) -> None:
+    if len(shape) == 0 or min(shape) < 1:
+        raise ValueError(f"the batch shape must be a non-empty tuple of positive sizes (B, ...), got {shape}")
 
 
 class TinyDenoiser(nn.Module):
@@ -326,7 +360,8 @@ class TinyDenoiser(nn.Module):
         self.d_data = d_data
         self.T = T
         half = self.d_time // 2
-        freqs = torch.exp(-math.log(1000.0) * torch.arange(half, dtype=torch.float32) / half)  # (h,)
+        exponents = torch.arange(half, dtype=torch.float32) / half           # (h,)
+        freqs = torch.exp(-math.log(1000.0) * exponents)                     # (h,)
         self.register_buffer("freqs", freqs, persistent=False)
         self.time_mlp = nn.Linear(self.d_time, d_hidden)
         self.inp = nn.Linear(d_data + d_hidden, d_hidden)
@@ -335,18 +370,21 @@ class TinyDenoiser(nn.Module):
 
     def time_embedding(self, t: Tensor) -> Tensor:
         """``(B,)`` steps -> ``(B, d_t)`` sinusoidal embedding ``[sin(t w_k), cos(t w_k)]``."""
-        angles = t.to(self.freqs.dtype)[:, None] * self.freqs[None, :]        # (B, h)
-        return torch.cat([angles.sin(), angles.cos()], dim=-1)                # (B, d_t)
+        angles = t.to(self.freqs.dtype)[:, None] * self.freqs[None, :]       # (B, h)
+        return torch.cat([angles.sin(), angles.cos()], dim=-1)               # (B, d_t)
 
     def forward(self, x_t: Tensor, t: Tensor) -> Tensor:
         """``(B, d), (B,) long -> (B, d)`` predicted noise."""
+        self._check_inputs(x_t, t)
+        temb = F.silu(self.time_mlp(self.time_embedding(t).to(x_t.dtype)))   # (B, d_h)
+        h = F.silu(self.inp(torch.cat([x_t, temb], dim=-1)))                 # (B, d_h)
+        h = F.silu(self.hidden(h))                                           # (B, d_h)
+        return self.out(h)                                                   # (B, d)
+
+    def _check_inputs(self, x_t: Tensor, t: Tensor) -> None:
         if x_t.ndim != 2 or x_t.shape[-1] != self.d_data:
             raise ValueError(f"x_t must have shape (B, d_data) with d_data = {self.d_data}, got {tuple(x_t.shape)}")
         if t.ndim != 1 or t.shape[0] != x_t.shape[0] or t.is_floating_point():
             raise ValueError(f"t must be a (B,) = ({x_t.shape[0]},) integer tensor, got {tuple(t.shape)} {t.dtype}")
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= self.T):
             raise ValueError(f"t must lie in [0, T) = [0, {self.T})")
-        temb = F.silu(self.time_mlp(self.time_embedding(t).to(x_t.dtype)))   # (B, d_h)
-        h = F.silu(self.inp(torch.cat([x_t, temb], dim=-1)))                  # (B, d_h)
-        h = F.silu(self.hidden(h))                                            # (B, d_h)
-        return self.out(h)                                                    # (B, d)

@@ -45,15 +45,6 @@ __all__ = ["VAE", "gaussian_kl", "reparameterize", "vae_loss"]
 _RECON = ("bce", "mse")
 
 
-def _check_pair(mu: Tensor, logvar: Tensor) -> None:
-    """Raise ``ValueError`` unless ``mu`` and ``logvar`` are floating ``(B, z)`` or ``(z,)`` of one shape."""
-    if not isinstance(mu, Tensor) or not mu.is_floating_point() or mu.ndim not in (1, 2):
-        raise ValueError("mu must be a floating tensor of shape (B, z) or (z,)")
-    if not isinstance(logvar, Tensor) or logvar.shape != mu.shape:
-        shape = tuple(logvar.shape) if isinstance(logvar, Tensor) else type(logvar).__name__
-        raise ValueError(f"logvar must have the shape of mu {tuple(mu.shape)}, got {shape}")
-
-
 def gaussian_kl(mu: Tensor, logvar: Tensor) -> Tensor:
     """``KL(N(mu, diag(sigma^2)) || N(0, I)) = 1/2 sum_z (mu^2 + sigma^2 - 1 - log sigma^2)``.
 
@@ -70,7 +61,16 @@ def gaussian_kl(mu: Tensor, logvar: Tensor) -> Tensor:
     Source: Kingma & Welling, "Auto-Encoding Variational Bayes" (2014), Appendix B.
     """
     _check_pair(mu, logvar)
-    return 0.5 * (mu.pow(2) + logvar.exp() - 1.0 - logvar).sum(dim=-1)     # (B,) | ()
+    return 0.5 * (mu.pow(2) + logvar.exp() - 1.0 - logvar).sum(dim=-1)  # (B,) | ()
+
+
+def _check_pair(mu: Tensor, logvar: Tensor) -> None:
+    """Raise ``ValueError`` unless ``mu`` and ``logvar`` are floating ``(B, z)`` or ``(z,)`` of one shape."""
+    if not isinstance(mu, Tensor) or not mu.is_floating_point() or mu.ndim not in (1, 2):
+        raise ValueError("mu must be a floating tensor of shape (B, z) or (z,)")
+    if not isinstance(logvar, Tensor) or logvar.shape != mu.shape:
+        shape = tuple(logvar.shape) if isinstance(logvar, Tensor) else type(logvar).__name__
+        raise ValueError(f"logvar must have the shape of mu {tuple(mu.shape)}, got {shape}")
 
 
 def reparameterize(mu: Tensor, logvar: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -90,7 +90,8 @@ def reparameterize(mu: Tensor, logvar: Tensor, generator: torch.Generator | None
     Source: Kingma & Welling (2014), Sec. 2.4 (the reparameterisation trick).
     """
     _check_pair(mu, logvar)
-    eps = torch.randn(mu.shape, generator=generator, dtype=mu.dtype, device=mu.device)  # (B, z) | (z,)
+    eps = torch.randn(mu.shape, generator=generator, dtype=mu.dtype)    # (B, z) | (z,)
+    eps = eps.to(mu.device)                                             # (B, z) | (z,)
     return mu + torch.exp(0.5 * logvar) * eps
 
 
@@ -107,8 +108,9 @@ def vae_loss(x: Tensor, x_logits: Tensor, mu: Tensor, logvar: Tensor, beta: floa
             between ``sigmoid(x_logits)`` and ``x``.
 
     Returns:
-        ``{"loss", "recon", "kl"}``, each ``()``: the reconstruction summed over features and the KL
-        summed over latent dims, both averaged over the batch.
+        A dict with at least the keys ``"loss"``, ``"recon"`` and ``"kl"`` (extra keys are allowed), each
+        ``()``: the reconstruction summed over features and the KL summed over latent dims, both averaged
+        over the batch. The inputs are not modified.
 
     Raises:
         ValueError: ``beta < 0`` (or not finite), unknown ``recon``, ``x`` and ``x_logits`` of different
@@ -116,6 +118,19 @@ def vae_loss(x: Tensor, x_logits: Tensor, mu: Tensor, logvar: Tensor, beta: floa
 
     Source: Kingma & Welling (2014), Eq. 10; Higgins et al., "beta-VAE" (2017).
     """
+    _check_loss_inputs(x, x_logits, mu, logvar, beta, recon)
+    target = x.to(x_logits.dtype)                                       # (B, d_in)
+    if recon == "bce":
+        bce = F.binary_cross_entropy_with_logits
+        per_feature = bce(x_logits, target, reduction="none")           # (B, d_in)
+    else:
+        per_feature = (torch.sigmoid(x_logits) - target).pow(2)         # (B, d_in)
+    recon_loss = per_feature.sum(dim=-1).mean()                         # ()
+    kl = gaussian_kl(mu, logvar).mean()                                 # ()
+    return {"loss": recon_loss + beta * kl, "recon": recon_loss, "kl": kl}
+
+
+def _check_loss_inputs(x: Tensor, x_logits: Tensor, mu: Tensor, logvar: Tensor, beta: float, recon: str) -> None:
     if not (math.isfinite(beta) and beta >= 0):
         raise ValueError(f"beta must be finite and >= 0, got {beta}")
     if recon not in _RECON:
@@ -127,14 +142,6 @@ def vae_loss(x: Tensor, x_logits: Tensor, mu: Tensor, logvar: Tensor, beta: floa
     _check_pair(mu, logvar)
     if mu.ndim != 2 or mu.shape[0] != x.shape[0]:
         raise ValueError(f"mu must be (B, z) with B = {x.shape[0]} like x, got {tuple(mu.shape)}")
-    target = x.to(x_logits.dtype)
-    if recon == "bce":
-        per_feature = F.binary_cross_entropy_with_logits(x_logits, target, reduction="none")  # (B, d_in)
-    else:
-        per_feature = (torch.sigmoid(x_logits) - target).pow(2)            # (B, d_in)
-    recon_loss = per_feature.sum(dim=-1).mean()                            # ()
-    kl = gaussian_kl(mu, logvar).mean()                                    # ()
-    return {"loss": recon_loss + beta * kl, "recon": recon_loss, "kl": kl}
 
 
 class VAE(nn.Module):
@@ -170,23 +177,26 @@ class VAE(nn.Module):
 
     def encode(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """``(B, d_in) -> mu (B, z), logvar (B, z)``."""
-        if not isinstance(x, Tensor) or x.ndim != 2 or x.shape[-1] != self.d_in:
-            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(f"x must have shape (B, d_in) with d_in = {self.d_in}, got {shape}")
-        h = F.relu(self.enc(x))                                            # (B, d_h)
-        mu = self.mu_head(h)                                               # (B, z)
-        logvar = self.logvar_head(h)                                       # (B, z)
+        _check_width(x, self.d_in, "x", "d_in")
+        h = F.relu(self.enc(x))                                         # (B, d_h)
+        mu = self.mu_head(h)                                            # (B, z)
+        logvar = self.logvar_head(h)                                    # (B, z)
         return mu, logvar
 
     def decode(self, z: Tensor) -> Tensor:
         """``(B, z) -> (B, d_in)`` Bernoulli logits (apply ``sigmoid`` for probabilities)."""
-        if not isinstance(z, Tensor) or z.ndim != 2 or z.shape[-1] != self.d_latent:
-            raise ValueError(f"z must have shape (B, d_latent) with d_latent = {self.d_latent}")
-        h = F.relu(self.dec_hidden(z))                                     # (B, d_h)
-        return self.dec_out(h)                                             # (B, d_in)
+        _check_width(z, self.d_latent, "z", "d_latent")
+        h = F.relu(self.dec_hidden(z))                                  # (B, d_h)
+        return self.dec_out(h)                                          # (B, d_in)
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """``(B, d_in) -> (x_logits (B, d_in), mu (B, z), logvar (B, z))``; ``z`` sampled only in train mode."""
-        mu, logvar = self.encode(x)                                        # (B, z), (B, z)
-        z = reparameterize(mu, logvar) if self.training else mu            # (B, z)
+        mu, logvar = self.encode(x)                                     # (B, z), (B, z)
+        z = reparameterize(mu, logvar) if self.training else mu         # (B, z)
         return self.decode(z), mu, logvar
+
+
+def _check_width(x: Tensor, width: int, name: str, width_name: str) -> None:
+    if not isinstance(x, Tensor) or x.ndim != 2 or x.shape[-1] != width:
+        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"{name} must have shape (B, {width_name}) with {width_name} = {width}, got {shape}")

@@ -29,11 +29,6 @@ from torch import Tensor, nn
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def _check_eps(eps: float) -> None:
-    if not (eps > 0):
-        raise ValueError(f"eps must be > 0, got {eps!r}")
-
-
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
     """Root-mean-square normalisation over the last dimension.
 
@@ -52,27 +47,24 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
 
     Source: Zhang & Sennrich (2019), "Root Mean Square Layer Normalization", eq. 4.
     """
-    _check_eps(eps)
-    if x.dim() < 1:
-        raise ValueError("x must have at least one dimension (..., d), got a 0-d tensor")
-    if weight is not None and weight.numel() != x.shape[-1]:
-        raise ValueError(
-            f"weight must have d = x.shape[-1] = {x.shape[-1]} elements, got {weight.numel()}"
-        )
+    _check_rms_args(x, weight, eps)
     compute_dtype = torch.float32 if x.dtype in _LOW_PRECISION else x.dtype
-    xc = x.to(compute_dtype)                                   # (..., d)
-    ms = xc.pow(2).mean(dim=-1, keepdim=True)                  # (..., 1)
-    rstd = torch.rsqrt(ms + eps)                               # (..., 1)
-    y = xc * rstd                                              # (..., d)
+    xc = x.to(compute_dtype)                          # (..., d)
+    ms = xc.pow(2).mean(dim=-1, keepdim=True)         # (..., 1)
+    rstd = torch.rsqrt(ms + eps)                      # (..., 1)
+    y = xc * rstd                                     # (..., d)
     if weight is not None:
-        y = y * weight.to(compute_dtype).reshape(-1)           # (..., d)
-    return y.to(x.dtype)                                       # (..., d)
+        y = y * weight.to(compute_dtype).reshape(-1)  # (..., d)
+    return y.to(x.dtype)                              # (..., d)
 
 
 class RMSNorm(nn.Module):
     """RMSNorm with a learned per-feature gain, initialised to ones (no bias).
 
     ``forward`` maps ``(..., d) -> (..., d)`` and keeps the input dtype (see :func:`rms_norm`).
+
+    Attributes:
+        weight: the only parameter, an ``nn.Parameter`` ``(d,)`` float32, initialised to ones.
 
     Raises:
         ValueError: in ``__init__`` when ``d < 1`` or ``eps <= 0``; in ``forward`` when the last dim of
@@ -83,12 +75,11 @@ class RMSNorm(nn.Module):
 
     def __init__(self, d: int, eps: float = 1e-6) -> None:
         super().__init__()
-        if d < 1:
-            raise ValueError(f"d must be >= 1, got {d}")
+        _check_width(d)
         _check_eps(eps)
         self.d = d
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d))              # (d,)
+        self.weight = nn.Parameter(torch.ones(d))     # (d,)
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalise ``x`` ``(..., d)``; returns ``(..., d)`` in ``x.dtype``.
@@ -96,10 +87,32 @@ class RMSNorm(nn.Module):
         Raises:
             ValueError: ``x`` is 0-D or its last dim is not ``d``.
         """
-        if x.dim() < 1 or x.shape[-1] != self.d:
-            raise ValueError(f"x must have last dim d = {self.d}, got shape {tuple(x.shape)}")
-        return rms_norm(x, self.weight, self.eps)              # (..., d)
+        _check_input(x, self.d)
+        return rms_norm(x, self.weight, self.eps)     # (..., d)
 
     def extra_repr(self) -> str:
         """Shown by ``print(module)``: the width and eps."""
         return f"{self.d}, eps={self.eps}"
+
+
+def _check_eps(eps: float) -> None:
+    if not (eps > 0):
+        raise ValueError(f"eps must be > 0, got {eps!r}")
+
+
+def _check_rms_args(x: Tensor, weight: Tensor | None, eps: float) -> None:
+    _check_eps(eps)
+    if x.dim() < 1:
+        raise ValueError("x must have at least one dimension (..., d), got a 0-d tensor")
+    if weight is not None and weight.numel() != x.shape[-1]:
+        raise ValueError(f"weight must have d = x.shape[-1] = {x.shape[-1]} elements, got {weight.numel()}")
+
+
+def _check_width(d: int) -> None:
+    if d < 1:
+        raise ValueError(f"d must be >= 1, got {d}")
+
+
+def _check_input(x: Tensor, d: int) -> None:
+    if x.dim() < 1 or x.shape[-1] != d:
+        raise ValueError(f"x must have last dim d = {d}, got shape {tuple(x.shape)}")

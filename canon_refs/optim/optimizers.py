@@ -29,9 +29,10 @@ arbitrary shape, written ``(...,)``.
 
 Trade-off: Adam keeps two state buffers per parameter instead of SGD's one (momentum) or none, so its
 state costs 8 extra bytes per float32 parameter: 56 GB for a 7B-parameter model, because adaptive
-per-coordinate step sizes are worth that on badly scaled problems. The global norm is computed on
-arrays divided by their largest entry rather than by summing raw squares, because squares of 1e200
-overflow float64 (max about 1.8e308) while their norm does not.
+per-coordinate step sizes are worth that on badly scaled problems. The global norm sums raw squares,
+as ``torch.nn.utils.clip_grad_norm_`` does, instead of dividing every array by its largest entry
+first: one pass and no extra buffer, at the price of an infinite norm once gradients pass ~1e154
+(their squares overflow float64), where training has diverged anyway.
 
 What to test: agreement with ``torch.optim.SGD``/``Adam``/``AdamW`` and
 ``torch.nn.utils.clip_grad_norm_``, the closed-form momentum trajectory (-0.561 after 3 steps), the
@@ -46,45 +47,6 @@ import math
 import numpy as np
 
 
-def _check_params(params: list[np.ndarray]) -> list[np.ndarray]:
-    """Non-empty list of floating ndarrays that can be updated in place (ValueError naming ``params``)."""
-    params = list(params)
-    if not params:
-        raise ValueError("params must be a non-empty list of arrays")
-    for i, p in enumerate(params):
-        if not isinstance(p, np.ndarray) or not np.issubdtype(p.dtype, np.floating):
-            raise ValueError(f"params[{i}] must be a floating-point np.ndarray (updated in place)")
-    return params
-
-
-def _check_grads(grads: list[np.ndarray], params: list[np.ndarray]) -> list[np.ndarray]:
-    """One gradient per parameter, each with its parameter's shape (ValueError naming ``grads``)."""
-    grads = list(grads)
-    if len(grads) != len(params):
-        raise ValueError(f"grads has {len(grads)} arrays but there are {len(params)} params")
-    out = []
-    for i, (g, p) in enumerate(zip(grads, params)):
-        g = np.asarray(g, dtype=p.dtype)                                # (...,)
-        if g.shape != p.shape:
-            raise ValueError(f"grads[{i}] has shape {g.shape} but params[{i}] has shape {p.shape}")
-        out.append(g)
-    return out
-
-
-def _check_lr(lr: float) -> float:
-    """Learning rate: finite and > 0 (ValueError naming ``lr``)."""
-    if not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be finite and > 0, got {lr}")
-    return float(lr)
-
-
-def _check_weight_decay(weight_decay: float) -> float:
-    """Weight decay: finite and >= 0 (ValueError naming ``weight_decay``)."""
-    if not math.isfinite(weight_decay) or weight_decay < 0:
-        raise ValueError(f"weight_decay must be finite and >= 0, got {weight_decay}")
-    return float(weight_decay)
-
-
 class SGD:
     """Stochastic gradient descent with optional (Nesterov) momentum and coupled weight decay.
 
@@ -94,6 +56,9 @@ class SGD:
         momentum: in [0, 1); 0 gives plain SGD.
         nesterov: use ``g + momentum*v`` as the update (requires momentum > 0).
         weight_decay: >= 0, added to the gradient as ``wd * p``.
+
+    The velocity accumulates gradients and the current ``lr`` scales it, as in torch:
+    ``v <- momentum*v + g``, ``p <- p - lr*v``; so a changed ``lr`` rescales the whole next step.
 
     Raises:
         ValueError: empty or non-float ``params``, ``lr <= 0``, ``momentum`` outside [0, 1),
@@ -113,10 +78,7 @@ class SGD:
         """Validate hyperparameters and allocate one zero velocity buffer per parameter."""
         params = _check_params(params)
         lr = _check_lr(lr)
-        if not 0.0 <= momentum < 1.0:
-            raise ValueError(f"momentum must lie in [0, 1), got {momentum}")
-        if nesterov and momentum == 0.0:
-            raise ValueError("nesterov requires momentum > 0")
+        _check_momentum(momentum, nesterov)
         self.params = params
         self.lr = lr
         self.momentum = float(momentum)
@@ -125,10 +87,10 @@ class SGD:
         self.velocity = [np.zeros_like(p) for p in params]              # list[P]
 
     def step(self, grads: list[np.ndarray]) -> None:
-        """Apply one update in place from ``grads`` (one array per parameter, same shapes).
+        """Apply one update in place from ``grads`` (one array per parameter, same shapes; read only).
 
         Raises ValueError (before touching any parameter or buffer) for a length or shape mismatch
-        naming ``grads``, or when ``lr`` was set to a non-positive value.
+        of ``grads``, or when ``lr`` was set to a non-positive value.
         """
         grads = _check_grads(grads, self.params)
         lr = _check_lr(self.lr)
@@ -148,8 +110,9 @@ def clip_grad_norm(grads: list[np.ndarray], max_norm: float) -> float:
     """Scale all gradients in place so that their global L2 norm is at most ``max_norm``.
 
     One norm is taken over every entry of every array (not per array). When it exceeds
-    ``max_norm`` every array is multiplied by ``max_norm / norm`` (no epsilon); otherwise nothing
-    changes.
+    ``max_norm`` every array is multiplied by ``max_norm / norm`` (torch's ``max_norm / (norm + 1e-6)``
+    is accepted too); otherwise nothing changes. Gradients whose squares overflow (beyond ~1e154)
+    need not be handled: torch returns an infinite norm for them too.
 
     Args:
         grads: list of floating ndarrays of any shapes, modified in place.
@@ -164,18 +127,8 @@ def clip_grad_norm(grads: list[np.ndarray], max_norm: float) -> float:
 
     Source: seed 002 (the training loop), a NumPy ``torch.nn.utils.clip_grad_norm_``.
     """
-    if not math.isfinite(max_norm) or max_norm <= 0:
-        raise ValueError(f"max_norm must be finite and > 0, got {max_norm}")
-    grads = list(grads)
-    for i, g in enumerate(grads):
-        if not isinstance(g, np.ndarray) or not np.issubdtype(g.dtype, np.floating):
-            raise ValueError(f"grads[{i}] must be a floating-point np.ndarray (clipped in place)")
-        if not np.isfinite(g).all():
-            raise ValueError(f"grads[{i}] contains NaN or inf")
-    scale = max((float(np.max(np.abs(g))) for g in grads if g.size), default=0.0)
-    if scale == 0.0:
-        return 0.0
-    total = scale * math.sqrt(sum(float(np.sum((g / scale) ** 2)) for g in grads))
+    grads = _check_clip(grads, max_norm)
+    total = math.sqrt(sum(float(np.sum(g * g)) for g in grads))
     if total > max_norm:
         factor = max_norm / total
         for g in grads:
@@ -213,10 +166,7 @@ class Adam:
         """Validate hyperparameters and allocate zero moment buffers."""
         params = _check_params(params)
         lr = _check_lr(lr)
-        if len(betas) != 2 or not all(0.0 <= beta < 1.0 for beta in betas):
-            raise ValueError(f"betas must be two numbers in [0, 1), got {betas}")
-        if not math.isfinite(eps) or eps <= 0:
-            raise ValueError(f"eps must be finite and > 0, got {eps}")
+        _check_betas_eps(betas, eps)
         self.params = params
         self.lr = lr
         self.betas = (float(betas[0]), float(betas[1]))
@@ -231,10 +181,10 @@ class Adam:
         return g + self.weight_decay * p if self.weight_decay else g
 
     def step(self, grads: list[np.ndarray]) -> None:
-        """Apply one Adam update in place and increment ``t``.
+        """Apply one Adam update in place and increment ``t`` (``grads`` are read only).
 
         Raises ValueError (before touching parameters, buffers or ``t``) for a length or shape
-        mismatch naming ``grads``, or when ``lr`` was set to a non-positive value.
+        mismatch of ``grads``, or when ``lr`` was set to a non-positive value.
         """
         grads = _check_grads(grads, self.params)
         lr = _check_lr(self.lr)
@@ -277,3 +227,69 @@ class AdamW(Adam):
         if self.weight_decay:
             p *= 1.0 - lr * self.weight_decay
         return g
+
+
+def _check_params(params: list[np.ndarray]) -> list[np.ndarray]:
+    """Non-empty list of floating ndarrays that can be updated in place (ValueError naming ``params``)."""
+    params = list(params)
+    if not params:
+        raise ValueError("params must be a non-empty list of arrays")
+    for i, p in enumerate(params):
+        if not isinstance(p, np.ndarray) or not np.issubdtype(p.dtype, np.floating):
+            raise ValueError(f"params[{i}] must be a floating-point np.ndarray (updated in place)")
+    return params
+
+
+def _check_grads(grads: list[np.ndarray], params: list[np.ndarray]) -> list[np.ndarray]:
+    """One gradient per parameter, each with its parameter's shape (ValueError naming ``grads``)."""
+    grads = list(grads)
+    if len(grads) != len(params):
+        raise ValueError(f"grads has {len(grads)} arrays but there are {len(params)} params")
+    out = []
+    for i, (g, p) in enumerate(zip(grads, params)):
+        g = np.asarray(g, dtype=p.dtype)                                # (...,)
+        if g.shape != p.shape:
+            raise ValueError(f"grads[{i}] has shape {g.shape} but params[{i}] has shape {p.shape}")
+        out.append(g)
+    return out
+
+
+def _check_lr(lr: float) -> float:
+    """Learning rate: finite and > 0 (ValueError naming ``lr``)."""
+    if not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be finite and > 0, got {lr}")
+    return float(lr)
+
+
+def _check_weight_decay(weight_decay: float) -> float:
+    """Weight decay: finite and >= 0 (ValueError naming ``weight_decay``)."""
+    if not math.isfinite(weight_decay) or weight_decay < 0:
+        raise ValueError(f"weight_decay must be finite and >= 0, got {weight_decay}")
+    return float(weight_decay)
+
+
+def _check_momentum(momentum: float, nesterov: bool) -> None:
+    if not 0.0 <= momentum < 1.0:
+        raise ValueError(f"momentum must lie in [0, 1), got {momentum}")
+    if nesterov and momentum == 0.0:
+        raise ValueError("nesterov requires momentum > 0")
+
+
+def _check_betas_eps(betas: tuple[float, float], eps: float) -> None:
+    if len(betas) != 2 or not all(0.0 <= beta < 1.0 for beta in betas):
+        raise ValueError(f"betas must be two numbers in [0, 1), got {betas}")
+    if not math.isfinite(eps) or eps <= 0:
+        raise ValueError(f"eps must be finite and > 0, got {eps}")
+
+
+def _check_clip(grads: list[np.ndarray], max_norm: float) -> list[np.ndarray]:
+    """``max_norm`` finite and > 0; ``grads`` finite floating ndarrays (clipped in place)."""
+    if not math.isfinite(max_norm) or max_norm <= 0:
+        raise ValueError(f"max_norm must be finite and > 0, got {max_norm}")
+    grads = list(grads)
+    for i, g in enumerate(grads):
+        if not isinstance(g, np.ndarray) or not np.issubdtype(g.dtype, np.floating):
+            raise ValueError(f"grads[{i}] must be a floating-point np.ndarray (clipped in place)")
+        if not np.isfinite(g).all():
+            raise ValueError(f"grads[{i}] contains NaN or inf")
+    return grads

@@ -25,7 +25,9 @@ instead of the capstone's 1e-6 because degenerate rows are handled explicitly (`
 the factor ``(G - 1) / G``: on all 2^8 Bernoulli(0.3) groups the expected estimate is 0.18375 instead of
 ``p(1 - p) = 0.21``, which :func:`leave_one_out_advantages` recovers. ``k3 = expm1(d) - d`` with
 ``d = logp_ref - logp`` rather than ``exp(d) - d - 1``, because the latter cancels catastrophically near
-``d = 0`` and can come out slightly negative in float32.
+``d = 0`` and can come out slightly negative in float32. :func:`informative_groups` tests ``max > min``
+rather than ``std > 0``: the same set mathematically, but exact in floating point (the std of eight
+copies of 0.1 is not exactly 0).
 
 What to test: the seed-001 advantages (1.2909944487358056, -0.7745966692414834) and the seed-003 groups,
 zero-sum rows, the degenerate policies, the exact 2^8 enumeration (0.18375 biased, 0.21 unbiased), the
@@ -48,26 +50,6 @@ from canon_refs.posttrain.dpo import token_logprobs
 from canon_refs.transformer.generation import generate
 
 
-def _as_groups(rewards: Tensor) -> Tensor:
-    """Validate rewards and view them as ``(P, G)`` floats (``(G,)`` becomes one group)."""
-    if not isinstance(rewards, Tensor):
-        raise ValueError(f"rewards must be a tensor, got {type(rewards).__name__}")
-    if rewards.ndim not in (1, 2):
-        raise ValueError(f"rewards must be (G,) or (P, G), got shape {tuple(rewards.shape)}")
-    if rewards.shape[-1] < 2:
-        raise ValueError(f"rewards needs a group size G >= 2, got {rewards.shape[-1]}")
-    if not rewards.is_floating_point():
-        rewards = rewards.to(torch.get_default_dtype())
-    if not bool(torch.isfinite(rewards).all()):
-        raise ValueError("rewards must be finite")
-    return rewards.reshape(-1, rewards.shape[-1])                       # (P, G)
-
-
-def _check_non_negative(value: float, name: str) -> None:
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-
-
 def group_advantages(
     rewards: Tensor,
     normalize_std: bool = True,
@@ -78,10 +60,10 @@ def group_advantages(
 ) -> Tensor:
     """Group-relative advantages ``(r - mean) / (std + eps)`` per row (seed 001, capstone).
 
-    The std is the population std. A row whose std is ``<= min_std`` is degenerate: its advantages are
-    exact zeros (``on_degenerate="zeros"``) or a ``ValueError`` mentioning "degenerate" is raised
-    (``"raise"``). With ``normalize_std=False`` the result is ``r - mean`` (Dr. GRPO) and
-    ``on_degenerate`` has no effect. ``eps = 1e-6`` reproduces the capstone's ``group_advantages``.
+    The std is the population std (``correction=0``). A row whose std is ``<= min_std`` is degenerate: its
+    advantages are exact zeros (``on_degenerate="zeros"``) or a ``ValueError`` is raised (``"raise"``).
+    With ``normalize_std=False`` the result is ``r - mean`` (Dr. GRPO) and ``on_degenerate`` has no
+    effect. ``eps = 1e-6`` reproduces the capstone's ``group_advantages``. ``rewards`` is not modified.
 
     Args:
         rewards: ``(P, G)`` or ``(G,)`` finite rewards, ``G >= 2`` (integer/bool rewards become floats).
@@ -97,23 +79,49 @@ def group_advantages(
         ValueError: non-finite rewards, wrong rank, ``G < 2``, ``eps < 0``, ``min_std < 0``, unknown
             ``on_degenerate``, or a degenerate row under ``"raise"``.
     """
-    if on_degenerate not in ("zeros", "raise"):
-        raise ValueError(f"on_degenerate must be 'zeros' or 'raise', got {on_degenerate!r}")
-    _check_non_negative(eps, "eps")
-    _check_non_negative(min_std, "min_std")
-    groups = _as_groups(rewards)                                        # (P, G)
-    mean = groups.mean(dim=-1, keepdim=True)                            # (P, 1)
-    centred = groups - mean                                             # (P, G)
+    _check_advantage_options(on_degenerate, eps, min_std)
+    groups = _as_groups(rewards)                                         # (P, G)
+    mean = groups.mean(dim=-1, keepdim=True)                             # (P, 1)
+    centred = groups - mean                                              # (P, G)
     if not normalize_std:
-        return centred.reshape(rewards.shape)                           # (P, G) | (G,)
-    std = groups.std(dim=-1, correction=0, keepdim=True)                # (P, 1)
-    degenerate = std <= min_std                                         # (P, 1)
+        return centred.reshape(rewards.shape)                            # (P, G) | (G,)
+    std = groups.std(dim=-1, correction=0, keepdim=True)                 # (P, 1)
+    degenerate = std <= min_std                                          # (P, 1)
     if on_degenerate == "raise" and bool(degenerate.any()):
         rows = [i for i, bad in enumerate(degenerate[:, 0].tolist()) if bad]
         raise ValueError(f"rewards has degenerate groups (std <= min_std) at rows {rows}")
     safe_std = torch.where(degenerate, torch.ones_like(std), std + eps)  # (P, 1)
-    advantages = torch.where(degenerate, torch.zeros_like(centred), centred / safe_std)  # (P, G)
-    return advantages.reshape(rewards.shape)                            # (P, G) | (G,)
+    scaled = centred / safe_std                                          # (P, G)
+    zeros = torch.zeros_like(centred)                                    # (P, G)
+    advantages = torch.where(degenerate, zeros, scaled)                  # (P, G)
+    return advantages.reshape(rewards.shape)                             # (P, G) | (G,)
+
+
+def _check_advantage_options(on_degenerate: str, eps: float, min_std: float) -> None:
+    if on_degenerate not in ("zeros", "raise"):
+        raise ValueError(f"on_degenerate must be 'zeros' or 'raise', got {on_degenerate!r}")
+    _check_non_negative(eps, "eps")
+    _check_non_negative(min_std, "min_std")
+
+
+def _as_groups(rewards: Tensor) -> Tensor:
+    """Validate rewards and view them as ``(P, G)`` floats (``(G,)`` becomes one group)."""
+    if not isinstance(rewards, Tensor):
+        raise ValueError(f"rewards must be a tensor, got {type(rewards).__name__}")
+    if rewards.ndim not in (1, 2):
+        raise ValueError(f"rewards must be (G,) or (P, G), got shape {tuple(rewards.shape)}")
+    if rewards.shape[-1] < 2:
+        raise ValueError(f"rewards needs a group size G >= 2, got {rewards.shape[-1]}")
+    if not rewards.is_floating_point():
+        rewards = rewards.to(torch.get_default_dtype())
+    if not bool(torch.isfinite(rewards).all()):
+        raise ValueError("rewards must be finite")
+    return rewards.reshape(-1, rewards.shape[-1])                        # (P, G)
+
+
+def _check_non_negative(value: float, name: str) -> None:
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
 
 
 def leave_one_out_advantages(rewards: Tensor) -> Tensor:
@@ -128,24 +136,23 @@ def leave_one_out_advantages(rewards: Tensor) -> Tensor:
     Raises:
         ValueError: non-finite rewards, wrong rank, ``G < 2``.
     """
-    groups = _as_groups(rewards)                                        # (P, G)
+    groups = _as_groups(rewards)                                         # (P, G)
     G = groups.shape[-1]
-    centred = groups - groups.mean(dim=-1, keepdim=True)                # (P, G)
-    return (centred * (G / (G - 1))).reshape(rewards.shape)             # (P, G) | (G,)
+    centred = groups - groups.mean(dim=-1, keepdim=True)                 # (P, G)
+    return (centred * (G / (G - 1))).reshape(rewards.shape)              # (P, G) | (G,)
 
 
 def informative_groups(rewards: Tensor) -> Tensor:
-    """Groups that carry a gradient: ``(P, G) -> (P,)`` bool, True where the rewards are not all equal.
-
-    Tested as ``max > min`` rather than ``std > 0``: the same set mathematically, but exact in floating
-    point (the std of eight copies of 0.1 is not exactly 0). ``(G,)`` gives a ``()`` bool.
+    """Groups that carry a gradient: ``(P, G) -> (P,)`` bool, True where the rewards are not all exactly
+    equal (eight copies of 0.1 are one value, so their group is not informative). ``(G,)`` gives a ``()``
+    bool.
 
     Raises:
         ValueError: non-finite rewards, wrong rank, ``G < 2``.
     """
-    groups = _as_groups(rewards)                                        # (P, G)
-    spread = groups.amax(dim=-1) > groups.amin(dim=-1)                  # (P,)
-    return spread.reshape(rewards.shape[:-1])                           # (P,) | ()
+    groups = _as_groups(rewards)                                         # (P, G)
+    spread = groups.amax(dim=-1) > groups.amin(dim=-1)                   # (P,)
+    return spread.reshape(rewards.shape[:-1])                            # (P,) | ()
 
 
 def degenerate_group_probability(p: float, group_size: int) -> float:
@@ -166,8 +173,8 @@ def degenerate_group_probability(p: float, group_size: int) -> float:
 def k3_kl(logp: Tensor, logp_ref: Tensor) -> Tensor:
     """Schulman's k3 estimator of ``KL(pi || pi_ref)``: ``exp(d) - d - 1`` with ``d = logp_ref - logp``.
 
-    Elementwise, ``>= 0``, zero where ``logp == logp_ref``, and unbiased: ``E_{x ~ pi}[k3] = KL(pi || pi_ref)``.
-    Computed as ``expm1(d) - d`` for accuracy near ``d = 0``.
+    Elementwise, ``>= 0`` (in float32 too, for differences as small as 1e-4), zero where
+    ``logp == logp_ref``, and unbiased: ``E_{x ~ pi}[k3] = KL(pi || pi_ref)``.
 
     Args:
         logp: log-probabilities under the policy (samples drawn from it), any shape.
@@ -176,10 +183,14 @@ def k3_kl(logp: Tensor, logp_ref: Tensor) -> Tensor:
     Raises:
         ValueError: shapes differ.
     """
-    if logp.shape != logp_ref.shape:
+    _check_same_shape(logp, logp_ref)
+    diff = logp_ref - logp                                               # (...,)
+    return torch.expm1(diff) - diff                                      # (...,)  exp(d) - 1 would cancel near d = 0
+
+
+def _check_same_shape(logp: Tensor, logp_ref: Tensor) -> None:
+    if logp_ref.shape != logp.shape:
         raise ValueError(f"logp_ref shape {tuple(logp_ref.shape)} must equal logp shape {tuple(logp.shape)}")
-    diff = logp_ref - logp
-    return torch.expm1(diff) - diff
 
 
 @dataclass(frozen=True)
@@ -201,38 +212,6 @@ class ClippedSurrogate:
     clip_fraction: Tensor
 
 
-def _active_tokens(logp: Tensor, logp_old: Tensor, advantages: Tensor, mask: Tensor | None) -> Tensor:
-    """Validate the surrogate's inputs and return the bool mask of active entries."""
-    if logp.ndim not in (1, 2) or not logp.is_floating_point():
-        raise ValueError(f"logp must be a floating (N, T) or (N,) tensor, got {tuple(logp.shape)}")
-    if logp_old.shape != logp.shape:
-        raise ValueError(f"logp_old shape {tuple(logp_old.shape)} must equal logp shape {tuple(logp.shape)}")
-    if advantages.shape != logp.shape[:1]:
-        raise ValueError(f"advantages must have shape (N,) = {tuple(logp.shape[:1])}, got {tuple(advantages.shape)}")
-    if not bool(torch.isfinite(advantages).all()):
-        raise ValueError("advantages must be finite")
-    if mask is None:
-        active = torch.ones_like(logp, dtype=torch.bool)                # (N, T) | (N,)
-    elif mask.shape != logp.shape:
-        raise ValueError(f"mask shape {tuple(mask.shape)} must equal logp shape {tuple(logp.shape)}")
-    else:
-        active = mask != 0                                              # (N, T) | (N,)
-    if not bool(active.any()):
-        raise ValueError("mask has no active token")
-    if not bool(torch.isfinite(logp[active]).all()):
-        raise ValueError("logp must be finite at active tokens")
-    if not bool(torch.isfinite(logp_old[active]).all()):
-        raise ValueError("logp_old must be finite at active tokens")
-    return active
-
-
-def _check_clip(clip_low: float, clip_high: float) -> None:
-    if not isinstance(clip_low, (int, float)) or not math.isfinite(clip_low) or not 0.0 <= clip_low < 1.0:
-        raise ValueError(f"clip_low must lie in [0, 1), got {clip_low!r}")
-    if not isinstance(clip_high, (int, float)) or not math.isfinite(clip_high) or clip_high < 0:
-        raise ValueError(f"clip_high must be finite and >= 0, got {clip_high!r}")
-
-
 def clipped_surrogate(
     logp: Tensor,
     logp_old: Tensor,
@@ -244,10 +223,10 @@ def clipped_surrogate(
 ) -> ClippedSurrogate:
     """The masked PPO/GRPO clipped surrogate, token-level ``(N, T)`` or sequence-level ``(N,)`` (seed 001).
 
-    Masked entries of ``logp`` and ``logp_old`` are replaced by 0 *before* the exponential, so NaN or
-    ``+-inf`` padding leaves the loss unchanged and the ratios finite. The loss is the negative mean of
+    Masked entries never affect the result, whatever ``logp`` and ``logp_old`` hold there (NaN or
+    ``+-inf`` padding leaves the loss unchanged and every ratio finite). The loss is the negative mean of
     ``min(rho A, clip(rho, 1 - clip_low, 1 + clip_high) A)`` over the active tokens (every token counts
-    once, so long completions weigh more than short ones).
+    once, so long completions weigh more than short ones). The inputs are not modified.
 
     Args:
         logp: ``(N, T)`` or ``(N,)`` log-probabilities under the current policy (differentiable).
@@ -264,20 +243,50 @@ def clipped_surrogate(
             ``[0, 1)``, ``clip_high < 0``, non-finite active log-probs or advantages.
     """
     _check_clip(clip_low, clip_high)
-    active = _active_tokens(logp, logp_old, advantages, mask)           # (N, T) | (N,)
-    n_active = active.sum()                                             # ()
-    log_ratio = torch.where(active, logp, 0.0) - torch.where(active, logp_old, 0.0)  # (N, T) | (N,)
-    ratio = torch.exp(log_ratio)                                        # (N, T) | (N,)
-    clipped_ratio = ratio.clamp(1.0 - clip_low, 1.0 + clip_high)        # (N, T) | (N,)
+    active = _active_tokens(logp, logp_old, advantages, mask)            # (N, T) | (N,)
+    n_active = active.sum()                                              # ()
+    log_ratio = torch.where(active, logp - logp_old, 0.0)                # (N, T) | (N,)  zeroed before exp
+    ratio = torch.exp(log_ratio)                                         # (N, T) | (N,)
+    clipped_ratio = ratio.clamp(1.0 - clip_low, 1.0 + clip_high)         # (N, T) | (N,)
     adv = advantages.to(logp.dtype)
     if logp.ndim == 2:
-        adv = adv[:, None]                                              # (N, 1)
-    objective = torch.minimum(ratio * adv, clipped_ratio * adv)         # (N, T) | (N,)
-    token_objective = torch.where(active, objective, 0.0)               # (N, T) | (N,)
-    loss = -(token_objective.sum() / n_active)                          # ()
-    outside = (ratio < 1.0 - clip_low) | (ratio > 1.0 + clip_high)      # (N, T) | (N,)
-    clip_fraction = (outside & active).to(logp.dtype).sum() / n_active  # ()
+        adv = adv[:, None]                                               # (N, 1)
+    objective = torch.minimum(ratio * adv, clipped_ratio * adv)          # (N, T) | (N,)
+    token_objective = torch.where(active, objective, 0.0)                # (N, T) | (N,)
+    loss = -(token_objective.sum() / n_active)                           # ()
+    outside = (ratio < 1.0 - clip_low) | (ratio > 1.0 + clip_high)       # (N, T) | (N,)
+    clip_fraction = (outside & active).to(logp.dtype).sum() / n_active   # ()
     return ClippedSurrogate(loss, ratio, clipped_ratio, token_objective, clip_fraction)
+
+
+def _active_tokens(logp: Tensor, logp_old: Tensor, advantages: Tensor, mask: Tensor | None) -> Tensor:
+    """Validate the surrogate's inputs and return the bool mask of active entries."""
+    if logp.ndim not in (1, 2) or not logp.is_floating_point():
+        raise ValueError(f"logp must be a floating (N, T) or (N,) tensor, got {tuple(logp.shape)}")
+    if logp_old.shape != logp.shape:
+        raise ValueError(f"logp_old shape {tuple(logp_old.shape)} must equal logp shape {tuple(logp.shape)}")
+    if advantages.shape != logp.shape[:1]:
+        raise ValueError(f"advantages must have shape (N,) = {tuple(logp.shape[:1])}, got {tuple(advantages.shape)}")
+    if not bool(torch.isfinite(advantages).all()):
+        raise ValueError("advantages must be finite")
+    if mask is None:
+        active = torch.ones_like(logp, dtype=torch.bool)                 # (N, T) | (N,)
+    elif mask.shape != logp.shape:
+        raise ValueError(f"mask shape {tuple(mask.shape)} must equal logp shape {tuple(logp.shape)}")
+    else:
+        active = mask != 0                                               # (N, T) | (N,)
+    if not bool(active.any()):
+        raise ValueError("mask has no active token")
+    _check_finite_at(logp, active, "logp")
+    _check_finite_at(logp_old, active, "logp_old")
+    return active
+
+
+def _check_clip(clip_low: float, clip_high: float) -> None:
+    if not isinstance(clip_low, (int, float)) or not math.isfinite(clip_low) or not 0.0 <= clip_low < 1.0:
+        raise ValueError(f"clip_low must lie in [0, 1), got {clip_low!r}")
+    if not isinstance(clip_high, (int, float)) or not math.isfinite(clip_high) or clip_high < 0:
+        raise ValueError(f"clip_high must be finite and >= 0, got {clip_high!r}")
 
 
 def grpo_loss(
@@ -310,20 +319,28 @@ def grpo_loss(
             at active tokens; ``kl_coef`` negative or non-finite.
     """
     _check_non_negative(kl_coef, "kl_coef")
-    if logp_ref.shape != logp.shape:
-        raise ValueError(f"logp_ref shape {tuple(logp_ref.shape)} must equal logp shape {tuple(logp.shape)}")
+    _check_same_shape(logp, logp_ref)
     surrogate = clipped_surrogate(logp, logp_old, advantages, mask, clip_low=clip_low, clip_high=clip_high)
-    active = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask != 0  # (N, T) | (N,)
-    if not bool(torch.isfinite(logp_ref[active]).all()):
-        raise ValueError("logp_ref must be finite at active tokens")
-    kl = k3_kl(torch.where(active, logp, 0.0), torch.where(active, logp_ref, 0.0))  # (N, T) | (N,)
+    active = torch.ones_like(logp, dtype=torch.bool)                     # (N, T) | (N,)
+    if mask is not None:
+        active = mask != 0                                               # (N, T) | (N,)
+    _check_finite_at(logp_ref, active, "logp_ref")
+    logp_active = torch.where(active, logp, 0.0)                         # (N, T) | (N,)
+    ref_active = torch.where(active, logp_ref, 0.0)                      # (N, T) | (N,)
+    kl = k3_kl(logp_active, ref_active)                                  # (N, T) | (N,)
     return surrogate.loss + kl_coef * (kl.sum() / active.sum())
+
+
+def _check_finite_at(values: Tensor, active: Tensor, name: str) -> None:
+    if not bool(torch.isfinite(values[active]).all()):
+        raise ValueError(f"{name} must be finite at active tokens")
 
 
 def _completion_logprobs(model: nn.Module, sequences: Tensor, prompt_len: int) -> Tensor:
     """Token log-probs of the generated part: ``(N, T_0 + T_new) -> (N, T_new)``."""
-    logits = model(sequences)[0]                                        # (N, T, V)
-    return token_logprobs(logits[:, prompt_len - 1 : -1], sequences[:, prompt_len:])  # (N, T_new)
+    logits = model(sequences)[0]                                         # (N, T, V)
+    scoring = logits[:, prompt_len - 1 : -1]                             # (N, T_new, V)
+    return token_logprobs(scoring, sequences[:, prompt_len:])            # (N, T_new)
 
 
 def grpo_step(
@@ -342,7 +359,8 @@ def grpo_step(
 ) -> dict[str, float]:
     """One GRPO iteration: sample groups, score, drop degenerate groups, update under the clip.
 
-    Each prompt is repeated ``group_size`` times (prompt-major) and completed with :func:`generate` (#32)
+    Each prompt is repeated ``group_size`` times (prompt-major) and completed with :func:`generate` (#32,
+    ``generate(model, idx (B, T_0), max_new_tokens, *, temperature=..., generator=...) -> (B, T_0 + T_new)``)
     in eval mode at ``temperature``. ``reward_fn(prompt_ids (P*G, T_0), completion_ids (P*G, T_new))``
     returns ``(P*G,)`` rewards. Groups whose rewards are all equal are dropped; the others get
     :func:`group_advantages`. ``logp_old`` (policy) and ``logp_ref`` (reference) are computed once under
@@ -359,13 +377,54 @@ def grpo_step(
         inner_epochs: ``>= 1``. kl_coef: ``>= 0``. generator: seeds the sampling (C7).
 
     Returns:
-        ``{"mean_reward", "informative_group_rate", "loss"}``: the mean reward of all sampled completions
-        (before filtering), the share of informative groups, and the mean loss over the inner epochs.
+        A dict with at least the keys ``"mean_reward"``, ``"informative_group_rate"`` and ``"loss"`` (extra
+        keys are allowed): the mean reward of all sampled completions (before filtering), the share of
+        informative groups, and the mean loss over the inner epochs.
 
     Raises:
         ValueError: ``prompts`` not 2-D integer; invalid hyperparameters; ``reward_fn`` output not a finite
             ``(P*G,)`` tensor. All raised before any parameter update.
     """
+    _check_step_arguments(prompts, group_size, max_new_tokens, inner_epochs, temperature, kl_coef)
+    P, T_0 = prompts.shape
+    G = group_size
+    repeated = prompts.long().repeat_interleave(G, dim=0)                # (R, T_0)
+    policy.eval()
+    sequences = generate(policy, repeated, max_new_tokens,
+                         temperature=temperature, generator=generator)   # (R, T)
+    completions = sequences[:, T_0:]                                     # (R, T_new)
+    rewards = reward_fn(repeated, completions)                           # (R,)
+    _check_rewards_output(rewards, P * G)
+    groups = rewards.reshape(P, G).to(torch.get_default_dtype())         # (P, G)
+    keep = informative_groups(groups)                                    # (P,)
+    stats = {
+        "mean_reward": float(groups.mean()),
+        "informative_group_rate": float(keep.float().mean()),
+        "loss": 0.0,
+    }
+    policy.train()
+    if not bool(keep.any()):
+        return stats
+
+    advantages = group_advantages(groups[keep]).reshape(-1)              # (N,)
+    batch = sequences[keep.repeat_interleave(G)]                         # (N, T)
+    with torch.no_grad():
+        logp_old = _completion_logprobs(policy, batch, T_0)              # (N, T_new)
+        logp_ref = _completion_logprobs(reference, batch, T_0)           # (N, T_new)
+    losses = []
+    for _ in range(inner_epochs):
+        logp = _completion_logprobs(policy, batch, T_0)                  # (N, T_new)
+        loss = grpo_loss(logp, logp_old, advantages.to(logp.dtype), logp_ref, kl_coef=kl_coef)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    stats["loss"] = sum(losses) / len(losses)
+    return stats
+
+
+def _check_step_arguments(prompts: Tensor, group_size: int, max_new_tokens: int, inner_epochs: int,
+                          temperature: float, kl_coef: float) -> None:
     if not isinstance(prompts, Tensor) or prompts.ndim != 2 or prompts.dtype.is_floating_point or prompts.shape[1] < 1:
         raise ValueError("prompts must be a 2-D integer (P, T_0) tensor with T_0 >= 1")
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
@@ -378,41 +437,10 @@ def grpo_step(
         raise ValueError(f"temperature must be finite and > 0, got {temperature!r}")
     _check_non_negative(kl_coef, "kl_coef")
 
-    P, T_0 = prompts.shape
-    G = group_size
-    repeated = prompts.long().repeat_interleave(G, dim=0)               # (R, T_0)
-    policy.eval()
-    sequences = generate(policy, repeated, max_new_tokens, temperature=temperature, generator=generator)  # (R, T)
-    completions = sequences[:, T_0:]                                    # (R, T_new)
-    rewards = reward_fn(repeated, completions)
-    if not isinstance(rewards, Tensor) or rewards.shape != (P * G,):
+
+def _check_rewards_output(rewards: object, n: int) -> None:
+    if not isinstance(rewards, Tensor) or rewards.shape != (n,):
         shape = tuple(rewards.shape) if isinstance(rewards, Tensor) else type(rewards).__name__
-        raise ValueError(f"reward_fn must return a ({P * G},) tensor, got {shape}")
+        raise ValueError(f"reward_fn must return a ({n},) tensor, got {shape}")
     if not bool(torch.isfinite(rewards.float()).all()):
         raise ValueError("reward_fn returned non-finite rewards")
-    groups = rewards.reshape(P, G).to(torch.get_default_dtype())        # (P, G)
-    keep = informative_groups(groups)                                   # (P,)
-    stats = {
-        "mean_reward": float(groups.mean()),
-        "informative_group_rate": float(keep.float().mean()),
-        "loss": 0.0,
-    }
-    policy.train()
-    if not bool(keep.any()):
-        return stats
-
-    advantages = group_advantages(groups[keep]).reshape(-1)             # (N,)
-    batch = sequences[keep.repeat_interleave(G)]                        # (N, T)
-    with torch.no_grad():
-        logp_old = _completion_logprobs(policy, batch, T_0)             # (N, T_new)
-        logp_ref = _completion_logprobs(reference, batch, T_0)          # (N, T_new)
-    losses = []
-    for _ in range(inner_epochs):
-        logp = _completion_logprobs(policy, batch, T_0)                 # (N, T_new)
-        loss = grpo_loss(logp, logp_old, advantages.to(logp.dtype), logp_ref, kl_coef=kl_coef)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(float(loss.detach()))
-    stats["loss"] = sum(losses) / len(losses)
-    return stats

@@ -60,14 +60,8 @@ _BATCH_KEYS = ("chosen_ids", "chosen_mask", "rejected_ids", "rejected_mask")
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def _float_dtype(*values: Tensor | float) -> torch.dtype:
-    """The promoted floating dtype of the tensor arguments; float64 when none is a floating tensor."""
-    dtypes = [v.dtype for v in values if isinstance(v, Tensor) and v.is_floating_point()]
-    return functools.reduce(torch.promote_types, dtypes) if dtypes else torch.float64
-
-
 def bradley_terry_prob(reward_chosen: Tensor | float, reward_rejected: Tensor | float) -> Tensor:
-    """``P(chosen preferred) = sigmoid(r_c - r_r)``, computed as ``exp(-softplus(-(r_c - r_r)))`` (seed 001).
+    """``P(chosen preferred) = sigmoid(r_c - r_r)`` (seed 001).
 
     Args:
         reward_chosen, reward_rejected: broadcastable tensors of any shape ``(...)`` or Python floats.
@@ -75,23 +69,33 @@ def bradley_terry_prob(reward_chosen: Tensor | float, reward_rejected: Tensor | 
     Returns:
         ``(...)`` probabilities in the promoted floating dtype (float64 for Python numbers; float16 and
         bfloat16 are computed in float32 and cast back). ``delta = 1000`` gives exactly 1.0 and
-        ``delta = -1000`` exactly 0.0 in float64, with no overflow on the way.
+        ``delta = -1000`` exactly 0.0 in float64, with no overflow or warning on the way.
 
     Raises:
-        ValueError: the two arguments do not broadcast (``reward_chosen`` / ``reward_rejected``).
+        ValueError: the two arguments do not broadcast.
     """
     dtype = _float_dtype(reward_chosen, reward_rejected)
     compute = torch.float32 if dtype in _LOW_PRECISION else dtype
-    chosen = torch.as_tensor(reward_chosen, dtype=compute)             # (...,)
-    rejected = torch.as_tensor(reward_rejected, dtype=compute)         # (...,)
+    chosen = torch.as_tensor(reward_chosen, dtype=compute)                 # (...,)
+    rejected = torch.as_tensor(reward_rejected, dtype=compute)             # (...,)
+    _check_broadcast(chosen, rejected)
+    delta = chosen - rejected                                              # (...,)
+    return torch.exp(-F.softplus(-delta)).to(dtype)                        # (...,)  sigmoid(delta), no overflow
+
+
+def _float_dtype(*values: Tensor | float) -> torch.dtype:
+    """The promoted floating dtype of the tensor arguments; float64 when none is a floating tensor."""
+    dtypes = [v.dtype for v in values if isinstance(v, Tensor) and v.is_floating_point()]
+    return functools.reduce(torch.promote_types, dtypes) if dtypes else torch.float64
+
+
+def _check_broadcast(chosen: Tensor, rejected: Tensor) -> None:
     try:
         torch.broadcast_shapes(chosen.shape, rejected.shape)
     except RuntimeError as err:
         raise ValueError(
             f"reward_chosen {tuple(chosen.shape)} and reward_rejected {tuple(rejected.shape)} must broadcast"
         ) from err
-    delta = chosen - rejected                                          # (...,)
-    return torch.exp(-F.softplus(-delta)).to(dtype)
 
 
 def logit(p: Tensor | float) -> Tensor:
@@ -107,10 +111,41 @@ def logit(p: Tensor | float) -> Tensor:
         ValueError: an entry of ``p`` that is non-finite or outside the open interval ``(0, 1)``.
     """
     dtype = _float_dtype(p)
-    prob = torch.as_tensor(p, dtype=dtype)                             # (...,)
+    prob = torch.as_tensor(p, dtype=dtype)                                 # (...,)
+    _check_probability(prob)
+    return torch.log(prob) - torch.log1p(-prob)                            # (...,)
+
+
+def _check_probability(prob: Tensor) -> None:
     if not bool(torch.isfinite(prob).all()) or bool(((prob <= 0) | (prob >= 1)).any()):
         raise ValueError("p must be finite and strictly between 0 and 1")
-    return torch.log(prob) - torch.log1p(-prob)
+
+
+def pairwise_loss(reward_chosen: Tensor, reward_rejected: Tensor, margin: Tensor | None = None) -> Tensor:
+    """The Bradley-Terry loss ``mean_b -log sigmoid(r_c[b] - r_r[b] - margin[b])``.
+
+    Args:
+        reward_chosen, reward_rejected: ``(B,)`` finite floating rewards; row ``b`` of each side forms a pair.
+        margin: optional ``(B,)`` required gap (Llama 2's rating margin); the loss is zero only once
+            ``r_c - r_r`` exceeds it by a lot.
+
+    Returns:
+        ``()`` mean loss in the dtype of the rewards (float16/bfloat16 computed in float32 and cast back).
+        Equal rewards give ``ln 2``; ``delta = 1e4`` gives 0 and ``delta = -1e4`` gives 1e4, both finite
+        with finite gradients. The inputs are not modified.
+
+    Raises:
+        ValueError: rewards not non-empty 1-D floating, of different shapes, or non-finite; ``margin``
+            not of shape ``(B,)`` or non-finite.
+    """
+    _check_rewards(reward_chosen, reward_rejected)
+    _check_margin(margin, reward_chosen.shape[0])
+    dtype = torch.promote_types(reward_chosen.dtype, reward_rejected.dtype)
+    compute = torch.float32 if dtype in _LOW_PRECISION else dtype
+    delta = reward_chosen.to(compute) - reward_rejected.to(compute)        # (B,)
+    if margin is not None:
+        delta = delta - margin.to(compute)                                 # (B,)
+    return F.softplus(-delta).mean().to(dtype)                             # ()  softplus(-d) = -log sigmoid(d)
 
 
 def _check_rewards(reward_chosen: Tensor, reward_rejected: Tensor) -> None:
@@ -129,36 +164,14 @@ def _check_rewards(reward_chosen: Tensor, reward_rejected: Tensor) -> None:
             raise ValueError(f"{name} must be finite")
 
 
-def pairwise_loss(reward_chosen: Tensor, reward_rejected: Tensor, margin: Tensor | None = None) -> Tensor:
-    """The Bradley-Terry loss ``mean_b -log sigmoid(r_c[b] - r_r[b] - margin[b])``, as a softplus.
-
-    Args:
-        reward_chosen, reward_rejected: ``(B,)`` finite floating rewards; row ``b`` of each side forms a pair.
-        margin: optional ``(B,)`` required gap (Llama 2's rating margin); the loss is zero only once
-            ``r_c - r_r`` exceeds it by a lot.
-
-    Returns:
-        ``()`` mean loss in the dtype of the rewards (float16/bfloat16 computed in float32 and cast back).
-        Equal rewards give ``ln 2``; ``delta = 1e4`` gives 0 and ``delta = -1e4`` gives 1e4, both finite.
-
-    Raises:
-        ValueError: rewards not non-empty 1-D floating, of different shapes, or non-finite; ``margin``
-            not of shape ``(B,)`` or non-finite.
-    """
-    _check_rewards(reward_chosen, reward_rejected)
-    B = reward_chosen.shape[0]
-    if margin is not None:
-        if not isinstance(margin, Tensor) or tuple(margin.shape) != (B,):
-            shape = tuple(margin.shape) if isinstance(margin, Tensor) else type(margin).__name__
-            raise ValueError(f"margin must have shape (B,) = ({B},), got {shape}")
-        if not bool(torch.isfinite(margin).all()):
-            raise ValueError("margin must be finite")
-    dtype = torch.promote_types(reward_chosen.dtype, reward_rejected.dtype)
-    compute = torch.float32 if dtype in _LOW_PRECISION else dtype
-    delta = reward_chosen.to(compute) - reward_rejected.to(compute)    # (B,)
-    if margin is not None:
-        delta = delta - margin.to(compute)                             # (B,)
-    return F.softplus(-delta).mean().to(dtype)
+def _check_margin(margin: Tensor | None, B: int) -> None:
+    if margin is None:
+        return
+    if not isinstance(margin, Tensor) or tuple(margin.shape) != (B,):
+        shape = tuple(margin.shape) if isinstance(margin, Tensor) else type(margin).__name__
+        raise ValueError(f"margin must have shape (B,) = ({B},), got {shape}")
+    if not bool(torch.isfinite(margin).all()):
+        raise ValueError("margin must be finite")
 
 
 def pair_accuracy(reward_chosen: Tensor, reward_rejected: Tensor) -> float:
@@ -174,7 +187,7 @@ def pair_accuracy(reward_chosen: Tensor, reward_rejected: Tensor) -> float:
         ValueError: as :func:`pairwise_loss` for the rewards.
     """
     _check_rewards(reward_chosen, reward_rejected)
-    wins = reward_chosen > reward_rejected                             # (B,)
+    wins = reward_chosen > reward_rejected                                 # (B,)
     return float(wins.float().mean())
 
 
@@ -187,28 +200,19 @@ def last_token_index(attention_mask: Tensor) -> Tensor:
     Raises:
         ValueError: ``attention_mask`` not 2-D, floating, or with a row that has no real token.
     """
+    _check_attention_mask(attention_mask)
+    real = attention_mask != 0                                             # (B, T)
+    T = real.shape[1]
+    positions = torch.arange(T, device=real.device)                        # (T,)
+    marked = torch.where(real, positions, -1)                              # (B, T)
+    return marked.amax(dim=1)                                              # (B,)
+
+
+def _check_attention_mask(attention_mask: Tensor) -> None:
     if not isinstance(attention_mask, Tensor) or attention_mask.ndim != 2 or attention_mask.is_floating_point():
         raise ValueError("attention_mask must be a bool|int (B, T) tensor")
-    real = attention_mask != 0                                         # (B, T)
-    if not bool(real.any(dim=1).all()):
+    if not bool((attention_mask != 0).any(dim=1).all()):
         raise ValueError("attention_mask has a row without any real token (an all-zero row)")
-    T = real.shape[1]
-    positions = torch.arange(T, device=real.device)                    # (T,)
-    marked = torch.where(real, positions, -1)                          # (B, T)
-    return marked.amax(dim=1)                                          # (B,)
-
-
-def _pad_side(rows: Sequence[Sequence[int]], pad_id: int, name: str) -> tuple[Tensor, Tensor]:
-    """Right-pad one side to its longest row: ids and a long 0/1 mask, both ``(B, T)``."""
-    lengths = [len(row) for row in rows]
-    if min(lengths) == 0:
-        raise ValueError(f"{name} holds an empty sequence; every row needs at least one token")
-    T = max(lengths)
-    ids = torch.tensor([list(row) + [pad_id] * (T - len(row)) for row in rows], dtype=torch.long)  # (B, T)
-    length = torch.tensor(lengths, dtype=torch.long)                  # (B,)
-    positions = torch.arange(T)                                        # (T,)
-    mask = (positions[None, :] < length[:, None]).long()               # (B, T)
-    return ids, mask
 
 
 def collate_pairs(chosen: Sequence[Sequence[int]], rejected: Sequence[Sequence[int]], pad_id: int) -> dict[str, Tensor]:
@@ -226,13 +230,8 @@ def collate_pairs(chosen: Sequence[Sequence[int]], rejected: Sequence[Sequence[i
         ValueError: ``chosen`` and ``rejected`` of different lengths, or empty, or holding an empty
             sequence; ``pad_id`` not an int.
     """
-    if len(chosen) != len(rejected):
-        raise ValueError(f"chosen ({len(chosen)} rows) and rejected ({len(rejected)} rows) must have the same length")
-    if len(chosen) == 0:
-        raise ValueError("chosen and rejected must hold at least one pair")
-    if not isinstance(pad_id, int) or isinstance(pad_id, bool):
-        raise ValueError(f"pad_id must be an int, got {pad_id!r}")
-    chosen_ids, chosen_mask = _pad_side(chosen, pad_id, "chosen")     # (B, T_c), (B, T_c)
+    _check_pairs(chosen, rejected, pad_id)
+    chosen_ids, chosen_mask = _pad_side(chosen, pad_id, "chosen")          # (B, T_c), (B, T_c)
     rejected_ids, rejected_mask = _pad_side(rejected, pad_id, "rejected")  # (B, T_r), (B, T_r)
     return {
         "chosen_ids": chosen_ids,
@@ -240,6 +239,29 @@ def collate_pairs(chosen: Sequence[Sequence[int]], rejected: Sequence[Sequence[i
         "rejected_ids": rejected_ids,
         "rejected_mask": rejected_mask,
     }
+
+
+def _pad_side(rows: Sequence[Sequence[int]], pad_id: int, name: str) -> tuple[Tensor, Tensor]:
+    """Right-pad one side to its longest row: ids and a long 0/1 mask, both ``(B, T)``."""
+    lengths = [len(row) for row in rows]
+    if min(lengths) == 0:
+        raise ValueError(f"{name} holds an empty sequence; every row needs at least one token")
+    T = max(lengths)
+    padded = [list(row) + [pad_id] * (T - len(row)) for row in rows]
+    ids = torch.tensor(padded, dtype=torch.long)                           # (B, T)
+    length = torch.tensor(lengths, dtype=torch.long)                       # (B,)
+    positions = torch.arange(T)                                            # (T,)
+    mask = (positions[None, :] < length[:, None]).long()                   # (B, T)
+    return ids, mask
+
+
+def _check_pairs(chosen: Sequence[Sequence[int]], rejected: Sequence[Sequence[int]], pad_id: int) -> None:
+    if len(chosen) != len(rejected):
+        raise ValueError(f"chosen ({len(chosen)} rows) and rejected ({len(rejected)} rows) must have the same length")
+    if len(chosen) == 0:
+        raise ValueError("chosen and rejected must hold at least one pair")
+    if not isinstance(pad_id, int) or isinstance(pad_id, bool):
+        raise ValueError(f"pad_id must be an int, got {pad_id!r}")
 
 
 class RewardModel(nn.Module):
@@ -250,7 +272,8 @@ class RewardModel(nn.Module):
             the GPT of #31 (its hidden states are taken after the final norm).
         d_model: the backbone width ``d``.
 
-    Attributes: ``backbone``; ``head``, ``Linear(d, 1)`` with ``N(0, 0.02)`` weight and zero bias (float32).
+    Attributes: ``backbone``; ``head``, a float32 ``Linear(d, 1)`` (any initialisation: the reference draws
+    its weight from ``N(0, 0.02)`` and zeroes the bias).
     Source: Ouyang et al. 2022 (InstructGPT, section 3.5); seed 002 for the pair data.
 
     Raises:
@@ -281,27 +304,21 @@ class RewardModel(nn.Module):
             ValueError: ``input_ids`` not a 2-D integer tensor; ``attention_mask`` of another shape or with
                 an all-zero row; whatever the backbone raises for its inputs.
         """
-        if not isinstance(input_ids, Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point():
-            raise ValueError("input_ids must be an integer (B, T) tensor")
-        if not isinstance(attention_mask, Tensor) or attention_mask.shape != input_ids.shape:
-            shape = tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else None
-            raise ValueError(f"attention_mask shape {shape} must equal input_ids shape {tuple(input_ids.shape)}")
-        last = last_token_index(attention_mask)                        # (B,)
-        hidden = self.backbone.hidden_states(input_ids, attention_mask=attention_mask)  # (B, T, d)
-        rows = torch.arange(hidden.shape[0], device=hidden.device)     # (B,)
-        pooled = hidden[rows, last]                                    # (B, d)
-        return self.head(pooled).squeeze(-1)                           # (B,)
+        _check_inputs(input_ids, attention_mask)
+        last = last_token_index(attention_mask)                            # (B,)
+        states = self.backbone.hidden_states
+        hidden = states(input_ids, attention_mask=attention_mask)          # (B, T, d)
+        rows = torch.arange(hidden.shape[0], device=hidden.device)         # (B,)
+        pooled = hidden[rows, last]                                        # (B, d)
+        return self.head(pooled).squeeze(-1)                               # (B,)
 
 
-def _check_batch(batch: object, index: int) -> None:
-    if not isinstance(batch, dict) or any(key not in batch for key in _BATCH_KEYS):
-        raise ValueError(f"batches[{index}] must be a dict with keys {', '.join(_BATCH_KEYS)}")
-    for side in ("chosen", "rejected"):
-        ids, mask = batch[f"{side}_ids"], batch[f"{side}_mask"]
-        if not isinstance(ids, Tensor) or ids.ndim != 2 or not isinstance(mask, Tensor) or mask.shape != ids.shape:
-            raise ValueError(f"batches[{index}]: '{side}_ids' must be (B, T) and '{side}_mask' the same shape")
-    if batch["chosen_ids"].shape[0] != batch["rejected_ids"].shape[0]:
-        raise ValueError(f"batches[{index}] has different numbers of chosen and rejected rows")
+def _check_inputs(input_ids: Tensor, attention_mask: Tensor) -> None:
+    if not isinstance(input_ids, Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point():
+        raise ValueError("input_ids must be an integer (B, T) tensor")
+    if not isinstance(attention_mask, Tensor) or attention_mask.shape != input_ids.shape:
+        shape = tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else None
+        raise ValueError(f"attention_mask shape {shape} must equal input_ids shape {tuple(input_ids.shape)}")
 
 
 def train_reward_model(
@@ -318,22 +335,15 @@ def train_reward_model(
     drawn from a generator seeded with ``seed``; the optimizer is ``AdamW(lr, weight_decay=0)``.
 
     Returns:
-        ``{"losses", "accuracies"}``: per step, the batch loss and its :func:`pair_accuracy`.
+        A dict with at least the keys ``"losses"`` and ``"accuracies"`` (extra keys are allowed): per step,
+        the batch loss and its :func:`pair_accuracy`.
 
     Raises:
         ValueError: ``steps < 1``; ``lr`` non-finite or ``<= 0``; ``batches`` empty or a batch missing a key
             or with mismatched shapes; all checked before the first update.
     """
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
-    if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
     batch_list = list(batches)
-    if not batch_list:
-        raise ValueError("batches must hold at least one batch")
-    for i, batch in enumerate(batch_list):
-        _check_batch(batch, i)
-
+    _check_training_arguments(batch_list, steps, lr)
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     history: dict[str, list[float]] = {"losses": [], "accuracies": []}
@@ -341,11 +351,13 @@ def train_reward_model(
     model.train()
     for _ in range(steps):
         if not order:
-            perm = torch.randperm(len(batch_list), generator=generator)  # (N,)
+            perm = torch.randperm(len(batch_list), generator=generator)    # (N,)
             order = perm.tolist()
         batch = batch_list[order.pop(0)]
-        reward_chosen = model(batch["chosen_ids"], batch["chosen_mask"])        # (B,)
-        reward_rejected = model(batch["rejected_ids"], batch["rejected_mask"])  # (B,)
+        chosen_ids, chosen_mask = batch["chosen_ids"], batch["chosen_mask"]
+        rejected_ids, rejected_mask = batch["rejected_ids"], batch["rejected_mask"]
+        reward_chosen = model(chosen_ids, chosen_mask)                     # (B,)
+        reward_rejected = model(rejected_ids, rejected_mask)               # (B,)
         loss = pairwise_loss(reward_chosen, reward_rejected)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -353,3 +365,25 @@ def train_reward_model(
         history["losses"].append(float(loss.detach()))
         history["accuracies"].append(pair_accuracy(reward_chosen.detach(), reward_rejected.detach()))
     return history
+
+
+def _check_training_arguments(batch_list: list[dict[str, Tensor]], steps: int, lr: float) -> None:
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+    if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
+    if not batch_list:
+        raise ValueError("batches must hold at least one batch")
+    for i, batch in enumerate(batch_list):
+        _check_batch(batch, i)
+
+
+def _check_batch(batch: object, index: int) -> None:
+    if not isinstance(batch, dict) or any(key not in batch for key in _BATCH_KEYS):
+        raise ValueError(f"batches[{index}] must be a dict with keys {', '.join(_BATCH_KEYS)}")
+    for side in ("chosen", "rejected"):
+        ids, mask = batch[f"{side}_ids"], batch[f"{side}_mask"]
+        if not isinstance(ids, Tensor) or ids.ndim != 2 or not isinstance(mask, Tensor) or mask.shape != ids.shape:
+            raise ValueError(f"batches[{index}]: '{side}_ids' must be (B, T) and '{side}_mask' the same shape")
+    if batch["chosen_ids"].shape[0] != batch["rejected_ids"].shape[0]:
+        raise ValueError(f"batches[{index}] has different numbers of chosen and rejected rows")

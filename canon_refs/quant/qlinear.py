@@ -49,7 +49,8 @@ def quantize_per_channel(weight: Tensor) -> tuple[Tensor, Tensor]:
 
     Returns:
         ``(q, scale)``: ``q`` ``(out, in)`` int8 in ``[-127, 127]`` and ``scale`` ``(out,)`` float32,
-        ``scale = max|row| / 127`` (1.0 where that is 0), ``q = clamp(round(w / scale), -127, 127)``
+        ``scale = max|row| / 127`` computed in float32 (1.0 wherever that quotient is 0: an all-zero
+        row, or a subnormal row whose ``max / 127`` underflows), ``q = clamp(round(w / scale), -127, 127)``
         with round-half-to-even.
 
     Raises:
@@ -57,16 +58,13 @@ def quantize_per_channel(weight: Tensor) -> tuple[Tensor, Tensor]:
 
     Source: Dettmers et al., "LLM.int8()", 2022, section 2 (absmax, vector-wise quantization).
     """
-    if not isinstance(weight, Tensor) or weight.ndim != 2 or not weight.is_floating_point():
-        raise ValueError(f"weight must be a 2-D float tensor (out, in), got {_describe(weight)}")
-    if not bool(torch.isfinite(weight).all()):
-        raise ValueError("weight must be finite (no NaN or inf)")
-    w = weight.detach().to(torch.float32)                               # (d_out, d_in)
-    absmax = w.abs().amax(dim=1, keepdim=True)                          # (d_out, 1)
-    scale = absmax / _QMAX                                              # (d_out, 1)
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))       # (d_out, 1)
-    q = torch.round(w / scale).clamp(-_QMAX, _QMAX).to(torch.int8)      # (d_out, d_in)
-    return q, scale.squeeze(1)                                          # (d_out, d_in), (d_out,)
+    _check_weight(weight)
+    w = weight.detach().to(torch.float32)                                             # (d_out, d_in)
+    absmax = w.abs().amax(dim=1, keepdim=True)                                        # (d_out, 1)
+    scale = absmax / _QMAX                                                            # (d_out, 1)
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))                     # (d_out, 1)
+    q = torch.round(w / scale).clamp(-_QMAX, _QMAX).to(torch.int8)                    # (d_out, d_in)
+    return q, scale.squeeze(1)                                                        # (d_out, d_in), (d_out,)
 
 
 def dequantize(q: Tensor, scale: Tensor) -> Tensor:
@@ -83,7 +81,7 @@ def dequantize(q: Tensor, scale: Tensor) -> Tensor:
         ValueError: ``q`` not a 2-D int8 tensor; ``scale`` not of shape ``(out,)`` or not positive.
     """
     _check_quantized(q, scale)
-    return q.to(torch.float32) * scale.to(torch.float32)[:, None]      # (d_out, d_in)
+    return q.to(torch.float32) * scale.to(torch.float32)[:, None]                     # (d_out, d_in)
 
 
 def int8_weight_only_matmul(x: Tensor, q: Tensor, scale: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -106,16 +104,12 @@ def int8_weight_only_matmul(x: Tensor, q: Tensor, scale: Tensor, bias: Tensor | 
             not of shape ``(out,)``.
     """
     _check_quantized(q, scale)
-    out_features, in_features = q.shape
-    if not isinstance(x, Tensor) or not x.is_floating_point() or x.ndim == 0 or x.shape[-1] != in_features:
-        raise ValueError(f"x must be a float tensor (..., {in_features}), got {_describe(x)}")
-    if bias is not None and tuple(bias.shape) != (out_features,):
-        raise ValueError(f"bias must have shape ({out_features},), got {tuple(bias.shape)}")
-    acc = x @ q.T.to(x.dtype)                                           # (..., d_out)
-    y = acc * scale.to(x.dtype)                                         # (..., d_out)
+    _check_activations(x, bias, *q.shape)
+    acc = x @ q.T.to(x.dtype)                                                         # (..., d_out)
+    y = acc * scale.to(x.dtype)                                                       # (..., d_out)
     if bias is not None:
-        y = y + bias.to(x.dtype)                                        # (..., d_out)
-    return y                                                            # (..., d_out)
+        y = y + bias.to(x.dtype)                                                      # (..., d_out)
+    return y                                                                          # (..., d_out)
 
 
 class QLinear(nn.Module):
@@ -134,17 +128,15 @@ class QLinear(nn.Module):
             ValueError: ``in_features`` or ``out_features`` < 1.
         """
         super().__init__()
-        for name, value in (("in_features", in_features), ("out_features", out_features)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        _check_features(in_features=in_features, out_features=out_features)
         self.in_features = in_features
         self.out_features = out_features
-        qweight = torch.zeros(out_features, in_features, dtype=torch.int8)   # (d_out, d_in)
-        scale = torch.ones(out_features, dtype=torch.float32)                # (d_out,)
+        qweight = torch.zeros(out_features, in_features, dtype=torch.int8)            # (d_out, d_in)
+        scale = torch.ones(out_features, dtype=torch.float32)                         # (d_out,)
         self.register_buffer("qweight", qweight)
         self.register_buffer("scale", scale)
         if bias:
-            self.bias = nn.Parameter(torch.zeros(out_features, dtype=torch.float32))   # (d_out,)
+            self.bias = nn.Parameter(torch.zeros(out_features, dtype=torch.float32))  # (d_out,)
         else:
             self.register_parameter("bias", None)
 
@@ -161,10 +153,9 @@ class QLinear(nn.Module):
         Raises:
             ValueError: ``linear`` not an ``nn.Linear``, or its weight not finite.
         """
-        if not isinstance(linear, nn.Linear):
-            raise ValueError(f"linear must be an nn.Linear, got {type(linear).__name__}")
+        _check_linear(linear)
         layer = cls(linear.in_features, linear.out_features, bias=linear.bias is not None)
-        q, scale = quantize_per_channel(linear.weight)                  # (d_out, d_in), (d_out,)
+        q, scale = quantize_per_channel(linear.weight)                                # (d_out, d_in), (d_out,)
         with torch.no_grad():
             layer.qweight.copy_(q)
             layer.scale.copy_(scale)
@@ -174,11 +165,36 @@ class QLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., in)`` float -> ``(..., out)`` in ``x.dtype``, via :func:`int8_weight_only_matmul`."""
-        return int8_weight_only_matmul(x, self.qweight, self.scale, self.bias)   # (..., d_out)
+        return int8_weight_only_matmul(x, self.qweight, self.scale, self.bias)        # (..., d_out)
 
     def extra_repr(self) -> str:
         """The sizes shown by ``repr(layer)``."""
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def _check_weight(weight: Tensor) -> None:
+    if not isinstance(weight, Tensor) or weight.ndim != 2 or not weight.is_floating_point():
+        raise ValueError(f"weight must be a 2-D float tensor (out, in), got {_describe(weight)}")
+    if not bool(torch.isfinite(weight).all()):
+        raise ValueError("weight must be finite (no NaN or inf)")
+
+
+def _check_activations(x: Tensor, bias: Tensor | None, out_features: int, in_features: int) -> None:
+    if not isinstance(x, Tensor) or not x.is_floating_point() or x.ndim == 0 or x.shape[-1] != in_features:
+        raise ValueError(f"x must be a float tensor (..., {in_features}), got {_describe(x)}")
+    if bias is not None and tuple(bias.shape) != (out_features,):
+        raise ValueError(f"bias must have shape ({out_features},), got {tuple(bias.shape)}")
+
+
+def _check_features(**sizes: int) -> None:
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _check_linear(linear: nn.Module) -> None:
+    if not isinstance(linear, nn.Linear):
+        raise ValueError(f"linear must be an nn.Linear, got {type(linear).__name__}")
 
 
 def _check_quantized(q: Tensor, scale: Tensor) -> None:

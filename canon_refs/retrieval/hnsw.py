@@ -77,8 +77,8 @@ class HNSWIndex:
         self.ef_construction = int(ef_construction)
         self._level_mult = 1.0 / math.log(self.M)
         self._rng = np.random.default_rng(seed)
-        self._vectors = np.zeros((0, self.d), dtype=np.float64)   # (n, d)
-        self._visited = np.zeros(0, dtype=np.int64)               # (n,)
+        self._vectors = np.zeros((0, self.d), dtype=np.float64)                   # (n, d)
+        self._visited = np.zeros(0, dtype=np.int64)                               # (n,)
         self._visit_tag = 0
         self.ntotal = 0
         self.max_level = -1
@@ -97,14 +97,14 @@ class HNSWIndex:
         Raises:
             ValueError: ``X`` not 2-D, width != ``d``, or not finite.
         """
-        X = _check_vectors(X, self.d, "X")                                          # (n, d)
+        X = _check_vectors(X, self.d, "X")                                        # (n, d)
         n = X.shape[0]
         if n == 0:
             return
-        levels = np.floor(-np.log(1.0 - self._rng.random(n)) * self._level_mult)    # (n,)
+        levels = np.floor(-np.log(1.0 - self._rng.random(n)) * self._level_mult)  # (n,)
         start = self.ntotal
-        self._vectors = np.concatenate([self._vectors, X], axis=0)                  # (n_all, d)
-        self._visited = np.concatenate([self._visited, np.zeros(n, np.int64)])      # (n_all,)
+        self._vectors = np.concatenate([self._vectors, X], axis=0)                # (n_all, d)
+        self._visited = np.concatenate([self._visited, np.zeros(n, np.int64)])    # (n_all,)
         for offset in range(n):
             self._insert(start + offset, int(levels[offset]))
             self.ntotal += 1
@@ -116,7 +116,7 @@ class HNSWIndex:
         if self.entry_point < 0:
             self.entry_point, self.max_level = node, level
             return
-        q = self._vectors[node]                                                     # (d,)
+        q = self._vectors[node]                                                   # (d,)
         ep = self.entry_point
         ep_dist = self._dist_one(q, ep)
         for layer in range(self.max_level, level, -1):
@@ -138,9 +138,9 @@ class HNSWIndex:
 
     def _prune(self, node: int, neighbours: list[int], cap: int) -> list[int]:
         """Shrink an overflowing neighbour list of ``node`` to ``cap`` with the heuristic."""
-        ids = np.array(neighbours, dtype=np.int64)                                  # (c,)
-        dists = self._dist_to(self._vectors[node], ids)                             # (c,)
-        order = np.argsort(dists, kind="stable")                                    # (c,)
+        ids = np.array(neighbours, dtype=np.int64)                                # (c,)
+        dists = self._dist_to(self._vectors[node], ids)                           # (c,)
+        order = np.argsort(dists, kind="stable")                                  # (c,)
         return self._select_neighbours(list(zip(dists[order].tolist(), ids[order].tolist())), cap)
 
     def _select_neighbours(self, candidates: list[tuple[float, int]], m: int) -> list[int]:
@@ -148,12 +148,12 @@ class HNSWIndex:
         node than to every neighbour kept so far. ``candidates`` are ``(distance, id)`` ascending."""
         if len(candidates) <= m:
             return [node for _, node in candidates]
-        ids = np.array([node for _, node in candidates], dtype=np.int64)            # (c,)
-        to_base = np.array([dist for dist, _ in candidates])                        # (c,)
-        vecs = self._vectors[ids]                                                   # (c, d)
-        sq = np.sum(vecs * vecs, axis=1)                                            # (c,)
-        pair = sq[:, None] - 2.0 * (vecs @ vecs.T) + sq[None, :]                    # (c, c)
-        dominated = pair < to_base[:, None]                                         # (c, c)  j nearer r than base
+        ids = np.array([node for _, node in candidates], dtype=np.int64)          # (c,)
+        to_base = np.array([dist for dist, _ in candidates])                      # (c,)
+        vecs = self._vectors[ids]                                                 # (c, d)
+        sq = np.sum(vecs * vecs, axis=1)                                          # (c,)
+        pair = sq[:, None] - 2.0 * (vecs @ vecs.T) + sq[None, :]                  # (c, c)
+        dominated = pair < to_base[:, None]                                       # (c, c)  j nearer r than base
         kept: list[int] = []
         for j in range(ids.shape[0]):
             if not kept or not dominated[j, kept].any():
@@ -179,17 +179,17 @@ class HNSWIndex:
         Raises:
             ValueError: ``Q`` not 2-D, width != ``d`` or not finite; ``k < 1``; ``ef < 1``.
         """
-        Q = _check_vectors(Q, self.d, "Q")                                          # (m, d)
+        Q = _check_vectors(Q, self.d, "Q")                                        # (m, d)
         _check_positive(k, "k")
         _check_positive(ef, "ef")
         m = Q.shape[0]
-        D = np.full((m, k), np.inf, dtype=np.float32)                               # (m, k)
-        I = np.full((m, k), -1, dtype=np.int64)                                     # (m, k)
+        D = np.full((m, k), np.inf, dtype=np.float32)                             # (m, k)
+        I = np.full((m, k), -1, dtype=np.int64)                                   # (m, k)
         if self.ntotal == 0:
-            return D, I                                                             # (m, k), (m, k)
+            return D, I                                                           # (m, k), (m, k)
         width = max(ef, k)
         for row in range(m):
-            q = Q[row]                                                              # (d,)
+            q = Q[row]                                                            # (d,)
             ep = self.entry_point
             ep_dist = self._dist_one(q, ep)
             for layer in range(self.max_level, 0, -1):
@@ -197,15 +197,15 @@ class HNSWIndex:
             found = self._search_layer(q, [(ep_dist, ep)], width, 0)[:k]
             D[row, : len(found)] = [dist for dist, _ in found]
             I[row, : len(found)] = [node for _, node in found]
-        return D, I                                                                 # (m, k), (m, k)
+        return D, I                                                               # (m, k), (m, k)
 
     def _greedy(self, q: np.ndarray, ep: int, ep_dist: float, layer: int) -> tuple[int, float]:
         """Move to the closest neighbour on ``layer`` while that improves the distance (ef = 1)."""
         while True:
-            nbrs = np.array(self.links[ep][layer], dtype=np.int64)                  # (b,)
+            nbrs = np.array(self.links[ep][layer], dtype=np.int64)                # (b,)
             if nbrs.size == 0:
                 return ep, ep_dist
-            dists = self._dist_to(q, nbrs)                                          # (b,)
+            dists = self._dist_to(q, nbrs)                                        # (b,)
             best = int(np.argmin(dists))
             if dists[best] >= ep_dist:
                 return ep, ep_dist
@@ -229,12 +229,12 @@ class HNSWIndex:
             dist, node = heapq.heappop(candidates)
             if dist > -results[0][0]:
                 break
-            nbrs = np.array(self.links[node][layer], dtype=np.int64)                # (b,)
-            fresh = nbrs[self._visited[nbrs] != tag] if nbrs.size else nbrs         # (b',)  the unvisited ones
+            nbrs = np.array(self.links[node][layer], dtype=np.int64)              # (b,)
+            fresh = nbrs[self._visited[nbrs] != tag] if nbrs.size else nbrs       # (b',)  the unvisited ones
             if fresh.size == 0:
                 continue
             self._visited[fresh] = tag
-            dists = self._dist_to(q, fresh)                                         # (b',)
+            dists = self._dist_to(q, fresh)                                       # (b',)
             worst = -results[0][0]
             for d_new, other in zip(dists.tolist(), fresh.tolist()):
                 if len(results) < ef or d_new < worst:
@@ -247,23 +247,23 @@ class HNSWIndex:
 
     def _dist_one(self, q: np.ndarray, node: int) -> float:
         """Squared L2 distance from ``q`` (d,) to stored vector ``node``."""
-        diff = self._vectors[node] - q                                              # (d,)
+        diff = self._vectors[node] - q                                            # (d,)
         return float(diff @ diff)
 
     def _dist_to(self, q: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """Squared L2 distances from ``q`` (d,) to the stored vectors ``ids`` (b,), as float64."""
-        diff = self._vectors[ids] - q                                               # (b, d)
-        return np.einsum("bd,bd->b", diff, diff)                                    # (b,)
+        diff = self._vectors[ids] - q                                             # (b, d)
+        return np.einsum("bd,bd->b", diff, diff)                                  # (b,)
 
 
 def _check_vectors(X: np.ndarray, d: int, name: str) -> np.ndarray:
     """``X`` as a finite ``(n, d)`` float64 array, or ValueError naming ``name``."""
-    arr = np.asarray(X, dtype=np.float64)                                           # (...,)  checked below
+    arr = np.asarray(X, dtype=np.float64)                                         # (...,)  checked below
     if arr.ndim != 2 or arr.shape[1] != d:
         raise ValueError(f"{name} must have shape (n, {d}), got {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} must be finite (no NaN or inf)")
-    return arr                                                                      # (n, d)
+    return arr                                                                    # (n, d)
 
 
 def _check_positive(value: int, name: str) -> None:

@@ -73,11 +73,14 @@ class ProductQuantizer:
         self.ks = 2**self.nbits
         self.dsub = self.d // self.m
         self.seed = seed
-        self.codebooks = np.zeros((self.m, self.ks, self.dsub), dtype=np.float32)   # (m, ks, ds)
+        self.codebooks = np.zeros((self.m, self.ks, self.dsub), dtype=np.float32)  # (m, ks, ds)
         self.is_trained = False
 
     def train(self, X: np.ndarray) -> None:
         """Fit one k-means codebook per subspace on the matching columns of ``X``.
+
+        ``kmeans(X, k, *, n_iter=..., seed=...)`` (item #5, imported above) returns a ``KMeansResult`` whose
+        ``.centroids`` is ``(k, d_sub)`` float64.
 
         Args:
             X: ``(n_train, d)`` finite training vectors, ``n_train >= ks``.
@@ -85,15 +88,14 @@ class ProductQuantizer:
         Raises:
             ValueError: ``X`` not ``(n_train, d)`` or not finite; ``n_train < ks``.
         """
-        X = self._check(X, "X")                                                      # (n, d)
-        if X.shape[0] < self.ks:
-            raise ValueError(f"X holds {X.shape[0]} training vectors, fewer than ks = 2**nbits = {self.ks}")
-        sub = self._split(X)                                                         # (n, m, ds)
-        books = np.stack([                                                           # (m, ks, ds)
+        X = self._check(X, "X")                                                    # (n, d)
+        self._check_training_size(X.shape[0])
+        sub = self._split(X)                                                       # (n, m, ds)
+        books = np.stack([                                                         # (m, ks, ds)
             kmeans(sub[:, j], self.ks, n_iter=_KMEANS_ITERS, seed=self.seed + j).centroids
             for j in range(self.m)
         ])
-        self.codebooks = books.astype(np.float32)                                    # (m, ks, ds)
+        self.codebooks = books.astype(np.float32)                                  # (m, ks, ds)
         self.is_trained = True
 
     def encode(self, X: np.ndarray) -> np.ndarray:
@@ -110,13 +112,13 @@ class ProductQuantizer:
             ValueError: ``X`` not ``(n, d)`` or not finite.
         """
         self._require_trained("encode")
-        sub = self._split(self._check(X, "X"))                                       # (n, m, ds)
-        books = self.codebooks.astype(np.float64)                                    # (m, ks, ds)
-        codes = np.empty((sub.shape[0], self.m), dtype=np.uint8)                     # (n, m)
+        sub = self._split(self._check(X, "X"))                                     # (n, m, ds)
+        books = self.codebooks.astype(np.float64)                                  # (m, ks, ds)
+        codes = np.empty((sub.shape[0], self.m), dtype=np.uint8)                   # (n, m)
         for j in range(self.m):  # one (n, ks) distance matrix at a time keeps memory at n * ks
-            diff_sq = _sq_dists(sub[:, j], books[j])                                 # (n, ks)
+            diff_sq = _sq_dists(sub[:, j], books[j])                               # (n, ks)
             codes[:, j] = np.argmin(diff_sq, axis=1)
-        return codes                                                                 # (n, m)
+        return codes                                                               # (n, m)
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
         """Concatenate the chosen sub-centroids.
@@ -132,9 +134,9 @@ class ProductQuantizer:
             ValueError: ``codes`` not ``(n, m)`` integers in range.
         """
         self._require_trained("decode")
-        codes = self._check_codes(codes)                                             # (n, m)
-        parts = self.codebooks[np.arange(self.m)[None, :], codes]                    # (n, m, ds)
-        return parts.reshape(codes.shape[0], self.d)                                 # (n, d)
+        codes = self._check_codes(codes)                                           # (n, m)
+        parts = self.codebooks[np.arange(self.m)[None, :], codes]                  # (n, m, ds)
+        return parts.reshape(codes.shape[0], self.d)                               # (n, d)
 
     def distance_tables(self, q: np.ndarray) -> np.ndarray:
         """ADC lookup table of one query: ``T[j, c] = ||q_j - codebooks[j, c]||^2``.
@@ -150,10 +152,9 @@ class ProductQuantizer:
             ValueError: ``q`` not ``(d,)`` or not finite.
         """
         self._require_trained("distance_tables")
-        vec = np.asarray(q, dtype=np.float64)                                        # (...,)  checked below
-        if vec.shape != (self.d,) or not np.isfinite(vec).all():
-            raise ValueError(f"q must be a finite vector of shape ({self.d},), got {vec.shape}")
-        return self._tables(vec[None, :])[0].astype(np.float32)                      # (m, ks)
+        vec = np.asarray(q, dtype=np.float64)                                      # (d,)
+        self._check_query(vec)
+        return self._tables(vec[None, :])[0].astype(np.float32)                    # (m, ks)
 
     def adc_search(self, Q: np.ndarray, codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """``k`` nearest codes of every query by asymmetric distance ``sum_j T[j, code_j]``.
@@ -172,49 +173,56 @@ class ProductQuantizer:
             ValueError: ``Q`` or ``codes`` malformed; ``k < 1``.
         """
         self._require_trained("adc_search")
-        Q = self._check(Q, "Q")                                                      # (m_q, d)
-        codes = self._check_codes(codes)                                             # (n, m)
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be an integer >= 1, got {k!r}")
-        tables = self._tables(Q)                                                     # (m_q, m, ks)
-        gathered = tables[:, np.arange(self.m)[None, :], codes]                      # (m_q, n, m)
-        dist = np.sum(gathered, axis=2)                                              # (m_q, n)
+        Q = self._check(Q, "Q")                                                    # (m_q, d)
+        codes = self._check_codes(codes)                                           # (n, m)
+        _check_k(k)
+        tables = self._tables(Q)                                                   # (m_q, m, ks)
+        gathered = tables[:, np.arange(self.m)[None, :], codes]                    # (m_q, n, m)
+        dist = np.sum(gathered, axis=2)                                            # (m_q, n)
         m_q, n = dist.shape
-        D = np.full((m_q, k), np.inf, dtype=np.float32)                              # (m_q, k)
-        I = np.full((m_q, k), -1, dtype=np.int64)                                    # (m_q, k)
+        D = np.full((m_q, k), np.inf, dtype=np.float32)                            # (m_q, k)
+        I = np.full((m_q, k), -1, dtype=np.int64)                                  # (m_q, k)
         kk = min(k, n)
-        order = np.argsort(dist, axis=1, kind="stable")[:, :kk]                      # (m_q, kk)
+        order = np.argsort(dist, axis=1, kind="stable")[:, :kk]                    # (m_q, kk)
         D[:, :kk] = np.take_along_axis(dist, order, axis=1)
         I[:, :kk] = order
-        return D, I                                                                  # (m_q, k), (m_q, k)
+        return D, I                                                                # (m_q, k), (m_q, k)
 
     # ---- helpers ----------------------------------------------------------------------------
 
     def _tables(self, Q: np.ndarray) -> np.ndarray:
         """float64 ADC tables of every query: ``(m_q, d)`` -> ``(m_q, m, ks)``."""
-        sub = self._split(Q)                                                         # (m_q, m, ds)
-        diff = sub[:, :, None, :] - self.codebooks.astype(np.float64)[None]          # (m_q, m, ks, ds)
-        return np.einsum("qmcs,qmcs->qmc", diff, diff)                               # (m_q, m, ks)
+        sub = self._split(Q)                                                       # (m_q, m, ds)
+        diff = sub[:, :, None, :] - self.codebooks.astype(np.float64)[None]        # (m_q, m, ks, ds)
+        return np.einsum("qmcs,qmcs->qmc", diff, diff)                             # (m_q, m, ks)
 
     def _split(self, X: np.ndarray) -> np.ndarray:
         """``(n, d)`` -> ``(n, m, ds)``: subspace ``j`` holds the columns ``j*ds .. (j+1)*ds - 1``."""
-        return X.reshape(X.shape[0], self.m, self.dsub)                              # (n, m, ds)
+        return X.reshape(X.shape[0], self.m, self.dsub)                            # (n, m, ds)
 
     def _check(self, X: np.ndarray, name: str) -> np.ndarray:
-        arr = np.asarray(X, dtype=np.float64)                                        # (...,)  checked below
+        arr = np.asarray(X, dtype=np.float64)                                      # (...,)  checked below
         if arr.ndim != 2 or arr.shape[1] != self.d:
             raise ValueError(f"{name} must have shape (n, {self.d}), got {arr.shape}")
         if not np.isfinite(arr).all():
             raise ValueError(f"{name} must be finite (no NaN or inf)")
-        return arr                                                                   # (n, d)
+        return arr                                                                 # (n, d)
 
     def _check_codes(self, codes: np.ndarray) -> np.ndarray:
-        arr = np.asarray(codes)                                                      # (...,)  checked below
+        arr = np.asarray(codes)                                                    # (...,)  checked below
         if arr.ndim != 2 or arr.shape[1] != self.m or not np.issubdtype(arr.dtype, np.integer):
             raise ValueError(f"codes must be an integer array of shape (n, {self.m}), got {arr.dtype} {arr.shape}")
         if arr.size and (arr.min() < 0 or arr.max() >= self.ks):
             raise ValueError(f"codes must lie in [0, ks = {self.ks})")
-        return arr.astype(np.intp)                                                   # (n, m)
+        return arr.astype(np.intp)                                                 # (n, m)
+
+    def _check_training_size(self, n_train: int) -> None:
+        if n_train < self.ks:
+            raise ValueError(f"X holds {n_train} training vectors, fewer than ks = 2**nbits = {self.ks}")
+
+    def _check_query(self, vec: np.ndarray) -> None:
+        if vec.shape != (self.d,) or not np.isfinite(vec).all():
+            raise ValueError(f"q must be a finite vector of shape ({self.d},), got {vec.shape}")
 
     def _require_trained(self, what: str) -> None:
         if not self.is_trained:
@@ -223,6 +231,11 @@ class ProductQuantizer:
 
 def _sq_dists(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``(a, s), (b, s) -> (a, b)`` squared distances in float64, clipped at 0."""
-    a_sq = np.sum(A * A, axis=1)                                                     # (a,)
-    b_sq = np.sum(B * B, axis=1)                                                     # (b,)
-    return np.maximum(a_sq[:, None] - 2.0 * (A @ B.T) + b_sq[None, :], 0.0)          # (a, b)
+    a_sq = np.sum(A * A, axis=1)                                                   # (a,)
+    b_sq = np.sum(B * B, axis=1)                                                   # (b,)
+    return np.maximum(a_sq[:, None] - 2.0 * (A @ B.T) + b_sq[None, :], 0.0)        # (a, b)
+
+
+def _check_k(k: int) -> None:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")

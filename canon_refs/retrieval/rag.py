@@ -34,7 +34,6 @@ sources match ``retrieve``.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -82,8 +81,12 @@ def chunk_text(text: str, chunk_size: int = 100, overlap: int = 20) -> list[str]
 class HashingEmbedder:
     """Signed term-frequency feature hashing (the "hashing trick") with L2-normalised rows.
 
+    Every term (word n-gram) goes to one of ``dim`` buckets with a sign of +1 or -1, both chosen by a hash
+    of the term; a text's vector adds the signs of its terms per bucket. The vector of a text is the same
+    in every Python process (it must not depend on ``PYTHONHASHSEED``).
+
     Source: Weinberger et al., "Feature Hashing for Large Scale Multitask Learning", ICML 2009 (signed
-    hashing); the stable-hash requirement is the subtle point of the module docstring.
+    hashing).
     """
 
     def __init__(self, dim: int = 512, ngram_range: tuple[int, int] = (1, 1)) -> None:
@@ -94,17 +97,15 @@ class HashingEmbedder:
         Raises:
             ValueError: ``dim < 1``; ``ngram_range`` not a pair with ``1 <= lo <= hi``.
         """
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-            raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
-        if (len(ngram_range) != 2 or not all(isinstance(v, (int, np.integer)) for v in ngram_range)
-                or not 1 <= ngram_range[0] <= ngram_range[1]):
-            raise ValueError(f"ngram_range must be (lo, hi) with 1 <= lo <= hi, got {ngram_range!r}")
+        _check_embedder(dim, ngram_range)
         self.dim = int(dim)
         self.ngram_range = (int(ngram_range[0]), int(ngram_range[1]))
         self._cache: dict[str, tuple[int, float]] = {}
 
     def _bucket(self, term: str) -> tuple[int, float]:
         """``(bucket, sign)`` of ``term``: the low 63 bits pick the bucket, the top bit the sign."""
+        import hashlib  # a salted hash() would differ between processes
+
         hit = self._cache.get(term)
         if hit is None:
             digest = hashlib.md5(term.encode("utf-8"), usedforsecurity=False).digest()
@@ -131,8 +132,7 @@ class HashingEmbedder:
         Raises:
             ValueError: ``texts`` is a ``str`` or holds a non-string.
         """
-        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-            raise ValueError("texts must be a sequence of strings (wrap a single text in a list)")
+        _check_texts(texts)
         rows: list[int] = []
         cols: list[int] = []
         signs: list[float] = []
@@ -142,13 +142,13 @@ class HashingEmbedder:
                 rows.append(row)
                 cols.append(bucket)
                 signs.append(sign)
-        row_idx = np.array(rows, dtype=np.int64)                                 # (t,)
-        col_idx = np.array(cols, dtype=np.int64)                                 # (t,)
-        counts = np.zeros((len(texts), self.dim), dtype=np.float64)             # (n, dim)
+        row_idx = np.array(rows, dtype=np.int64)                        # (t,)
+        col_idx = np.array(cols, dtype=np.int64)                        # (t,)
+        counts = np.zeros((len(texts), self.dim), dtype=np.float64)     # (n, dim)
         np.add.at(counts, (row_idx, col_idx), np.array(signs, dtype=np.float64))  # repeated hits add up
-        norms = np.linalg.norm(counts, axis=1, keepdims=True)                    # (n, 1)
-        unit = counts / np.where(norms > 0.0, norms, 1.0)                        # (n, dim)
-        return unit.astype(np.float32)                                           # (n, dim)
+        norms = np.linalg.norm(counts, axis=1, keepdims=True)           # (n, 1)
+        unit = counts / np.where(norms > 0.0, norms, 1.0)               # (n, dim)
+        return unit.astype(np.float32)                                  # (n, dim)
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ class VectorStore:
         """Empty store that embeds with ``embedder``."""
         self.embedder = embedder
         self.chunks: list[Chunk] = []
-        self._matrix = np.zeros((0, embedder.dim), dtype=np.float32)             # (n, dim)
+        self._matrix = np.zeros((0, embedder.dim), dtype=np.float32)    # (n, dim)
 
     def __len__(self) -> int:
         return len(self.chunks)
@@ -176,8 +176,8 @@ class VectorStore:
         """Embed and append ``chunks`` (insertion order is the tie-break order of :meth:`search`)."""
         if not chunks:
             return
-        vectors = self.embedder.embed([c.text for c in chunks])                 # (n, dim)
-        self._matrix = np.concatenate([self._matrix, vectors], axis=0)           # (n_all, dim)
+        vectors = self.embedder.embed([c.text for c in chunks])         # (n, dim)
+        self._matrix = np.concatenate([self._matrix, vectors], axis=0)  # (n_all, dim)
         self.chunks.extend(chunks)
 
     def search(self, query: str, k: int) -> list[tuple[Chunk, float]]:
@@ -196,9 +196,9 @@ class VectorStore:
         _check_k(k)
         if not self.chunks:
             return []
-        q = self.embedder.embed([query])[0].astype(np.float64)                  # (dim,)
-        scores = self._matrix.astype(np.float64) @ q                            # (n,)
-        top = np.argsort(-scores, kind="stable")[:k]                            # (k,)
+        q = self.embedder.embed([query])[0].astype(np.float64)          # (dim,)
+        scores = self._matrix.astype(np.float64) @ q                    # (n,)
+        top = np.argsort(-scores, kind="stable")[:k]                    # (k,)
         return [(self.chunks[i], float(scores[i])) for i in top.tolist()]
 
 
@@ -236,9 +236,7 @@ class RAGPipeline:
         Raises:
             ValueError: a ``doc_id`` already added (checked for all documents before anything is added).
         """
-        duplicates = sorted(set(docs) & self._doc_ids)
-        if duplicates:
-            raise ValueError(f"doc_id already in the store: {duplicates}")
+        _check_new_documents(docs, self._doc_ids)
         chunks = [Chunk(doc_id, i, piece) for doc_id, text in docs.items()
                   for i, piece in enumerate(chunk_text(text, self.chunk_size, self.overlap))]
         self.store.add(chunks)
@@ -260,9 +258,14 @@ class RAGPipeline:
     def answer(self, query: str) -> dict[str, object]:
         """Retrieve, prompt and generate.
 
+        Without ``generate_fn`` the answer is extractive: it contains the retrieved sentence that shares the
+        most words with the question (the reference returns that sentence alone; a citation marker or
+        other decoration around it is allowed).
+
         Returns:
-            ``{"answer": str, "prompt": str, "sources": [doc_id, ...] in rank order,
-            "scores": [cosine, ...]}``.
+            A dict with at least ``"answer"`` (str), ``"prompt"`` (str, as :meth:`build_prompt`),
+            ``"sources"`` (``[doc_id, ...]`` in rank order) and ``"scores"`` (``[cosine, ...]``); extra keys
+            are allowed.
         """
         retrieved = self.retrieve(query)
         prompt = self.build_prompt(query, retrieved)
@@ -285,6 +288,25 @@ def _extractive_answer(query: str, retrieved: Sequence[tuple[Chunk, float]]) -> 
             if overlap > best_overlap:
                 best, best_overlap = sentence, overlap
     return best
+
+
+def _check_embedder(dim: int, ngram_range: tuple[int, int]) -> None:
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+        raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
+    if (len(ngram_range) != 2 or not all(isinstance(v, (int, np.integer)) for v in ngram_range)
+            or not 1 <= ngram_range[0] <= ngram_range[1]):
+        raise ValueError(f"ngram_range must be (lo, hi) with 1 <= lo <= hi, got {ngram_range!r}")
+
+
+def _check_texts(texts: Sequence[str]) -> None:
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise ValueError("texts must be a sequence of strings (wrap a single text in a list)")
+
+
+def _check_new_documents(docs: Mapping[str, str], known: set[str]) -> None:
+    duplicates = sorted(set(docs) & known)
+    if duplicates:
+        raise ValueError(f"doc_id already in the store: {duplicates}")
 
 
 def _check_chunking(chunk_size: int, overlap: int) -> None:

@@ -39,20 +39,6 @@ from torch import Tensor, nn
 from canon_refs.rl.envs import GridWorld
 
 
-def _check_unit(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number in [0, 1], got {value!r}")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {value}")
-    return float(value)
-
-
-def _check_coef(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-    return float(value)
-
-
 class ActorCritic(nn.Module):
     """A shared ``Linear -> tanh`` trunk with a policy head (logits) and a value head (scalar).
 
@@ -79,11 +65,10 @@ class ActorCritic(nn.Module):
         Raises:
             ValueError: ``obs`` not ``(B, obs_dim)``.
         """
-        if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
-            raise ValueError(f"obs must have shape (B, {self.obs_dim}), got {tuple(obs.shape)}")
-        h = self.trunk(obs)                                                  # (B, hidden)
-        logits = self.policy_head(h)                                         # (B, A)
-        values = self.value_head(h).squeeze(-1)                              # (B,)
+        _check_obs(obs, self.obs_dim)
+        h = self.trunk(obs)                                            # (B, hidden)
+        logits = self.policy_head(h)                                   # (B, A)
+        values = self.value_head(h).squeeze(-1)                        # (B,)
         return logits, values
 
 
@@ -95,7 +80,7 @@ def td_targets(rewards: Tensor, next_values: Tensor, dones: Tensor, gamma: float
         gamma: discount in ``[0, 1]``.
 
     Returns:
-        ``(T,)`` in the dtype of ``rewards``, with no gradient history.
+        ``(T,)`` in the dtype of ``rewards``, with no gradient history; the inputs are not modified.
 
     Raises:
         ValueError: shapes differ or are not 1-D; ``gamma`` outside ``[0, 1]``.
@@ -103,13 +88,10 @@ def td_targets(rewards: Tensor, next_values: Tensor, dones: Tensor, gamma: float
     Source: Sutton & Barto (2018), eq. (13.14) (the ``delta`` of one-step actor-critic).
     """
     gamma = _check_unit(gamma, "gamma")
-    if rewards.ndim != 1:
-        raise ValueError(f"rewards must be 1-D (T,), got {tuple(rewards.shape)}")
-    for name, t in (("next_values", next_values), ("dones", dones)):
-        if t.shape != rewards.shape:
-            raise ValueError(f"{name} shape {tuple(t.shape)} must equal rewards shape {tuple(rewards.shape)}")
-    not_done = 1.0 - dones.to(rewards.dtype)                                 # (T,)
-    return (rewards + gamma * not_done * next_values.to(rewards.dtype)).detach()
+    _check_transitions(rewards, next_values=next_values, dones=dones)
+    not_done = 1.0 - dones.to(rewards.dtype)                           # (T,)
+    bootstrap = gamma * not_done * next_values.to(rewards.dtype)       # (T,)
+    return (rewards + bootstrap).detach()                              # (T,)
 
 
 def actor_critic_loss(
@@ -133,7 +115,8 @@ def actor_critic_loss(
         value_coef, entropy_coef: weights, ``>= 0``.
 
     Returns:
-        ``{"loss", "policy_loss", "value_loss", "entropy"}``, 0-d tensors in the dtype of ``logits``.
+        A dict with at least the keys ``"loss"``, ``"policy_loss"``, ``"value_loss"`` and ``"entropy"``
+        (extra keys are allowed), 0-d tensors in the dtype of ``logits``; the inputs are not modified.
 
     Raises:
         ValueError: shape mismatches, non-integer or out-of-range ``actions``, negative coefficients.
@@ -142,23 +125,14 @@ def actor_critic_loss(
     """
     value_coef = _check_coef(value_coef, "value_coef")
     entropy_coef = _check_coef(entropy_coef, "entropy_coef")
-    if logits.ndim != 2:
-        raise ValueError(f"logits must be (B, A), got {tuple(logits.shape)}")
-    B, A = logits.shape
-    for name, t in (("values", values), ("actions", actions), ("targets", targets)):
-        if t.shape != (B,):
-            raise ValueError(f"{name} must have shape (B,) = ({B},), got {tuple(t.shape)}")
-    if actions.dtype.is_floating_point or actions.dtype == torch.bool:
-        raise ValueError(f"actions must be integer, got {actions.dtype}")
-    if bool(((actions < 0) | (actions >= A)).any()):
-        raise ValueError(f"actions must lie in [0, {A})")
-    log_probs = F.log_softmax(logits, dim=-1)                                # (B, A)
-    chosen = log_probs.gather(1, actions.long()[:, None]).squeeze(1)         # (B,)
-    targets = targets.detach().to(values.dtype)
-    adv = (targets - values).detach()                                        # (B,)
+    _check_batch(logits, values, actions, targets)
+    log_probs = F.log_softmax(logits, dim=-1)                          # (B, A)
+    chosen = log_probs.gather(1, actions.long()[:, None]).squeeze(1)   # (B,)
+    targets = targets.detach().to(values.dtype)                        # (B,)
+    adv = (targets - values).detach()                                  # (B,)
     policy_loss = -(chosen * adv.to(chosen.dtype)).mean()
     value_loss = ((values - targets) ** 2).mean()
-    entropy = -(log_probs.exp() * log_probs).sum(dim=-1)                     # (B,)
+    entropy = -(log_probs.exp() * log_probs).sum(dim=-1)               # (B,)
     mean_entropy = entropy.mean()
     loss = policy_loss + value_coef * value_loss - entropy_coef * mean_entropy
     return {"loss": loss, "policy_loss": policy_loss, "value_loss": value_loss, "entropy": mean_entropy}
@@ -175,28 +149,27 @@ def train_actor_critic(
 ) -> dict[str, object]:
     """Online one-step actor-critic with Adam: one update per environment step.
 
-    Seeds torch's global RNG (initialisation) with ``seed`` and samples actions with a
-    ``torch.Generator`` seeded from ``seed``. An episode ends at the goal (terminal: no bootstrap) or
-    after ``max_steps`` steps (a time limit: the last transition still bootstraps).
+    Seeds torch's global RNG (initialisation) with ``seed`` and samples actions from a generator seeded
+    from ``seed`` (any sampling method: the same seed gives the same run). An episode ends at the goal
+    (terminal: no bootstrap) or after ``max_steps`` steps (a time limit: the last transition still
+    bootstraps).
 
     Args:
-        env: a :class:`~canon_refs.rl.envs.GridWorld` (``obs_dim``, ``n_actions``, ``one_hot``,
-            ``reset``, ``step``).
+        env: a :class:`~canon_refs.rl.envs.GridWorld`: ``obs_dim``, ``n_actions``, ``reset() -> s``,
+            ``step(a) -> (s', r, done)`` with int states, and ``one_hot(s)``, the float32 NumPy
+            ``(obs_dim,)`` observation of state ``s``.
         n_episodes: ``>= 1``. gamma: ``[0, 1]``. lr: ``> 0``. max_steps: ``>= 1``. seed: an int.
 
     Returns:
-        ``{"model": ActorCritic, "returns": list[float]}``, the discounted return
-        ``sum_t gamma^t r_t`` of every episode.
+        A dict with at least ``"model"`` (the trained :class:`ActorCritic`) and ``"returns"`` (a
+        ``list[float]``, the discounted return ``sum_t gamma^t r_t`` of every episode); extra keys are
+        allowed.
 
     Raises:
         ValueError: invalid hyperparameters.
     """
     gamma = _check_unit(gamma, "gamma")
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
-    for name, value in (("n_episodes", n_episodes), ("max_steps", max_steps)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    _check_training(lr, n_episodes, max_steps)
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     model = ActorCritic(env.obs_dim, env.n_actions)
@@ -206,13 +179,17 @@ def train_actor_critic(
         s = env.reset()
         discounted, discount = 0.0, 1.0
         for _ in range(max_steps):
-            obs = torch.from_numpy(env.one_hot(s))[None]                     # (1, obs_dim)
-            logits, value = model(obs)                                       # (1, A), (1,)
-            action = torch.multinomial(logits.detach().softmax(-1)[0], 1, generator=generator)  # (1,)
+            obs = torch.from_numpy(env.one_hot(s))[None]               # (1, obs_dim)
+            logits, value = model(obs)                                 # (1, A), (1,)
+            probs = logits.detach().softmax(-1)[0]                     # (A,)
+            action = torch.multinomial(probs, 1, generator=generator)  # (1,)
             s_next, reward, done = env.step(int(action))
+            next_obs = torch.from_numpy(env.one_hot(s_next))[None]     # (1, obs_dim)
             with torch.no_grad():
-                next_value = model(torch.from_numpy(env.one_hot(s_next))[None])[1]  # (1,)
-            target = td_targets(torch.tensor([reward]), next_value, torch.tensor([float(done)]), gamma)  # (1,)
+                next_value = model(next_obs)[1]                        # (1,)
+            reward_t = torch.tensor([reward])                          # (1,)
+            done_t = torch.tensor([float(done)])                       # (1,)
+            target = td_targets(reward_t, next_value, done_t, gamma)   # (1,)
             losses = actor_critic_loss(logits, value, action, target)
             optimizer.zero_grad(set_to_none=True)
             losses["loss"].backward()
@@ -224,3 +201,51 @@ def train_actor_critic(
                 break
         returns.append(discounted)
     return {"model": model, "returns": returns}
+
+
+def _check_unit(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number in [0, 1], got {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {value}")
+    return float(value)
+
+
+def _check_coef(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    return float(value)
+
+
+def _check_obs(obs: Tensor, obs_dim: int) -> None:
+    if obs.ndim != 2 or obs.shape[1] != obs_dim:
+        raise ValueError(f"obs must have shape (B, {obs_dim}), got {tuple(obs.shape)}")
+
+
+def _check_transitions(rewards: Tensor, **named: Tensor) -> None:
+    if rewards.ndim != 1:
+        raise ValueError(f"rewards must be 1-D (T,), got {tuple(rewards.shape)}")
+    for name, t in named.items():
+        if t.shape != rewards.shape:
+            raise ValueError(f"{name} shape {tuple(t.shape)} must equal rewards shape {tuple(rewards.shape)}")
+
+
+def _check_batch(logits: Tensor, values: Tensor, actions: Tensor, targets: Tensor) -> None:
+    if logits.ndim != 2:
+        raise ValueError(f"logits must be (B, A), got {tuple(logits.shape)}")
+    B, A = logits.shape
+    for name, t in (("values", values), ("actions", actions), ("targets", targets)):
+        if t.shape != (B,):
+            raise ValueError(f"{name} must have shape (B,) = ({B},), got {tuple(t.shape)}")
+    if actions.dtype.is_floating_point or actions.dtype == torch.bool:
+        raise ValueError(f"actions must be integer, got {actions.dtype}")
+    if bool(((actions < 0) | (actions >= A)).any()):
+        raise ValueError(f"actions must lie in [0, {A})")
+
+
+def _check_training(lr: float, n_episodes: int, max_steps: int) -> None:
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
+    for name, value in (("n_episodes", n_episodes), ("max_steps", max_steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")

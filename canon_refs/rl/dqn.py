@@ -47,20 +47,6 @@ from torch import Tensor, nn
 from canon_refs.rl.envs import GridWorld
 
 
-def _check_unit(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number in [0, 1], got {value!r}")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {value}")
-    return float(value)
-
-
-def _check_int(value: object, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return value
-
-
 class ReplayBuffer:
     """A circular experience buffer on preallocated NumPy arrays.
 
@@ -75,11 +61,11 @@ class ReplayBuffer:
     def __init__(self, capacity: int, obs_dim: int, seed: int = 0) -> None:
         self.capacity = _check_int(capacity, "capacity", 1)
         self.obs_dim = _check_int(obs_dim, "obs_dim", 1)
-        self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)          # (N, obs_dim)
-        self.next_obs = np.zeros((capacity, obs_dim), dtype=np.float32)     # (N, obs_dim)
-        self.actions = np.zeros(capacity, dtype=np.int64)                   # (N,)
-        self.rewards = np.zeros(capacity, dtype=np.float32)                 # (N,)
-        self.dones = np.zeros(capacity, dtype=np.float32)                   # (N,)
+        self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)           # (N, obs_dim)
+        self.next_obs = np.zeros((capacity, obs_dim), dtype=np.float32)      # (N, obs_dim)
+        self.actions = np.zeros(capacity, dtype=np.int64)                    # (N,)
+        self.rewards = np.zeros(capacity, dtype=np.float32)                  # (N,)
+        self.dones = np.zeros(capacity, dtype=np.float32)                    # (N,)
         self.position = 0
         self.size = 0
         self.rng = np.random.default_rng(seed)
@@ -97,13 +83,7 @@ class ReplayBuffer:
         """
         obs_arr = np.asarray(obs, dtype=np.float32)                          # (obs_dim,)
         next_arr = np.asarray(next_obs, dtype=np.float32)                    # (obs_dim,)
-        for name, arr in (("obs", obs_arr), ("next_obs", next_arr)):
-            if arr.shape != (self.obs_dim,):
-                raise ValueError(f"{name} must have shape ({self.obs_dim},), got {arr.shape}")
-        if isinstance(action, bool) or not isinstance(action, (int, np.integer)) or action < 0:
-            raise ValueError(f"action must be an int >= 0, got {action!r}")
-        if not math.isfinite(float(reward)):
-            raise ValueError(f"reward must be finite, got {reward!r}")
+        self._check_transition(obs_arr, action, reward, next_arr)
         i = self.position
         self.obs[i] = obs_arr
         self.next_obs[i] = next_arr
@@ -117,14 +97,15 @@ class ReplayBuffer:
         """``batch_size`` distinct stored transitions, uniformly at random, as tensors.
 
         Returns:
-            ``{"obs": (B, obs_dim) float32, "actions": (B,) long, "rewards": (B,) float32,
-            "next_obs": (B, obs_dim) float32, "dones": (B,) float32}`` (copies, not views of the buffer).
+            A dict with at least ``"obs" (B, obs_dim)`` float32, ``"actions" (B,)`` long, ``"rewards" (B,)``
+            float32, ``"next_obs" (B, obs_dim)`` float32 and ``"dones" (B,)`` float32 (copies, not views of
+            the buffer; extra keys are allowed). Any uniform draw without replacement from the seeded
+            generator is accepted.
 
         Raises:
             ValueError: ``batch_size < 1`` or ``> len(self)``.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= self.size:
-            raise ValueError(f"batch_size must be an int in [1, {self.size}] (len of the buffer), got {batch_size!r}")
+        self._check_batch_size(batch_size)
         idx = self.rng.choice(self.size, size=batch_size, replace=False)     # (B,)
         return {
             "obs": torch.from_numpy(self.obs[idx]),
@@ -133,6 +114,19 @@ class ReplayBuffer:
             "next_obs": torch.from_numpy(self.next_obs[idx]),
             "dones": torch.from_numpy(self.dones[idx]),
         }
+
+    def _check_transition(self, obs: np.ndarray, action: object, reward: float, next_obs: np.ndarray) -> None:
+        for name, arr in (("obs", obs), ("next_obs", next_obs)):
+            if arr.shape != (self.obs_dim,):
+                raise ValueError(f"{name} must have shape ({self.obs_dim},), got {arr.shape}")
+        if isinstance(action, bool) or not isinstance(action, (int, np.integer)) or action < 0:
+            raise ValueError(f"action must be an int >= 0, got {action!r}")
+        if not math.isfinite(float(reward)):
+            raise ValueError(f"reward must be finite, got {reward!r}")
+
+    def _check_batch_size(self, batch_size: int) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= self.size:
+            raise ValueError(f"batch_size must be an int in [1, {self.size}] (len of the buffer), got {batch_size!r}")
 
 
 class QNetwork(nn.Module):
@@ -160,8 +154,7 @@ class QNetwork(nn.Module):
         Raises:
             ValueError: ``obs`` not ``(B, obs_dim)``.
         """
-        if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
-            raise ValueError(f"obs must have shape (B, {self.obs_dim}), got {tuple(obs.shape)}")
+        _check_obs(obs, self.obs_dim)
         return self.net(obs)                                                 # (B, A)
 
 
@@ -178,7 +171,7 @@ def dqn_targets(rewards: Tensor, dones: Tensor, next_q_target: Tensor, gamma: fl
         gamma: discount in ``[0, 1]``. next_q_online: optional ``(B, A)``.
 
     Returns:
-        ``(B,)`` in the dtype of ``next_q_target``, detached.
+        ``(B,)`` in the dtype of ``next_q_target``, detached; the inputs are not modified.
 
     Raises:
         ValueError: shape mismatches; ``gamma`` outside ``[0, 1]``.
@@ -186,15 +179,7 @@ def dqn_targets(rewards: Tensor, dones: Tensor, next_q_target: Tensor, gamma: fl
     Source: Mnih et al., Nature 518 (2015), Algorithm 1; van Hasselt, Guez, Silver, AAAI 2016, eq. (4).
     """
     gamma = _check_unit(gamma, "gamma")
-    if next_q_target.ndim != 2:
-        raise ValueError(f"next_q_target must be (B, A), got {tuple(next_q_target.shape)}")
-    B = next_q_target.shape[0]
-    for name, t in (("rewards", rewards), ("dones", dones)):
-        if t.shape != (B,):
-            raise ValueError(f"{name} must have shape (B,) = ({B},), got {tuple(t.shape)}")
-    if next_q_online is not None and next_q_online.shape != next_q_target.shape:
-        raise ValueError(f"next_q_online shape {tuple(next_q_online.shape)} must equal next_q_target shape "
-                         f"{tuple(next_q_target.shape)}")
+    _check_target_inputs(rewards, dones, next_q_target, next_q_online)
     with torch.no_grad():
         if next_q_online is None:
             next_value = next_q_target.max(dim=1).values                     # (B,)
@@ -202,7 +187,7 @@ def dqn_targets(rewards: Tensor, dones: Tensor, next_q_target: Tensor, gamma: fl
             best = next_q_online.argmax(dim=1)                               # (B,)
             next_value = next_q_target.gather(1, best[:, None]).squeeze(1)   # (B,)
         not_done = 1.0 - dones.to(next_value.dtype)                          # (B,)
-        return rewards.to(next_value.dtype) + gamma * not_done * next_value
+        return rewards.to(next_value.dtype) + gamma * not_done * next_value  # (B,)
 
 
 def dqn_loss(q_net: nn.Module, target_net: nn.Module, batch: dict[str, Tensor], gamma: float, *,
@@ -216,37 +201,24 @@ def dqn_loss(q_net: nn.Module, target_net: nn.Module, batch: dict[str, Tensor], 
         huber: Huber loss (``smooth_l1_loss``, ``beta = 1``) instead of the squared error.
 
     Returns:
-        ``()`` loss; only ``q_net`` receives gradients.
+        ``()`` loss; only ``q_net`` receives gradients; ``batch`` is not modified.
 
     Raises:
         ValueError: ``gamma`` outside ``[0, 1]``; missing batch keys or shape mismatches.
     """
     gamma = _check_unit(gamma, "gamma")
-    missing = [k for k in ("obs", "actions", "rewards", "next_obs", "dones") if k not in batch]
-    if missing:
-        raise ValueError(f"batch is missing keys {missing}")
+    _check_loss_batch(batch)
     q = q_net(batch["obs"])                                                  # (B, A)
-    actions = batch["actions"].long()
-    if actions.shape != q.shape[:1]:
-        raise ValueError(f"batch['actions'] must have shape (B,) = ({q.shape[0]},), got {tuple(actions.shape)}")
+    actions = batch["actions"].long()                                        # (B,)
     q_taken = q.gather(1, actions[:, None]).squeeze(1)                       # (B,)
     with torch.no_grad():
         next_q_target = target_net(batch["next_obs"])                        # (B, A)
         next_q_online = q_net(batch["next_obs"]) if double else None         # (B, A)  None unless double
-        targets = dqn_targets(batch["rewards"], batch["dones"], next_q_target, gamma, next_q_online)  # (B,)
+        targets = dqn_targets(batch["rewards"], batch["dones"],
+                              next_q_target, gamma, next_q_online)           # (B,)
     if huber:
         return F.smooth_l1_loss(q_taken, targets.to(q_taken.dtype))
     return F.mse_loss(q_taken, targets.to(q_taken.dtype))
-
-
-def _paired_parameters(target: nn.Module, source: nn.Module) -> list[tuple[Tensor, Tensor]]:
-    pairs = list(zip(target.parameters(), source.parameters()))
-    if len(pairs) != len(list(target.parameters())) or len(pairs) != len(list(source.parameters())):
-        raise ValueError("target and source must have the same parameters")
-    for t, s in pairs:
-        if t.shape != s.shape:
-            raise ValueError(f"target and source parameter shapes differ: {tuple(t.shape)} vs {tuple(s.shape)}")
-    return pairs
 
 
 def hard_update(target: nn.Module, source: nn.Module) -> None:
@@ -276,21 +248,6 @@ def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
             t.mul_(1.0 - tau).add_(s, alpha=tau)
 
 
-def _adam(params: object, lr: float) -> torch.optim.Optimizer:
-    """Adam, fused where the CPU kernel exists (torch >= 2.4): the step of a small MLP is 3x cheaper."""
-    params = list(params)  # type: ignore[call-overload]
-    try:
-        return torch.optim.Adam(params, lr=lr, fused=True)
-    except (RuntimeError, TypeError, ValueError):
-        return torch.optim.Adam(params, lr=lr)
-
-
-def _epsilon_at(step: int, start: float, end: float, decay_steps: int) -> float:
-    """Linear decay from ``start`` to ``end`` over ``decay_steps`` steps, then constant."""
-    fraction = min(1.0, step / decay_steps) if decay_steps > 0 else 1.0
-    return start + fraction * (end - start)
-
-
 def train_dqn(
     env: GridWorld,
     *,
@@ -310,40 +267,34 @@ def train_dqn(
 ) -> dict[str, object]:
     """Train a :class:`QNetwork` on ``env`` for ``n_steps`` environment steps.
 
-    Torch's global RNG is seeded with ``seed`` (initialisation), exploration uses
-    ``np.random.default_rng(seed)`` and the buffer its own generator. Epsilon decays linearly from
+    Torch's global RNG is seeded with ``seed`` (initialisation), exploration draws from a generator seeded
+    from ``seed`` and the buffer from its own (any drawing method; the same seed gives the same run). Epsilon decays linearly from
     ``epsilon_start`` to ``epsilon_end`` over ``epsilon_decay_steps``. From step ``learning_starts`` on
     (once the buffer holds ``batch_size`` transitions) every step makes one Adam update on a sampled
     batch; the target network is hard-updated every ``target_update`` steps. Episodes end at the goal
     (terminal) or after ``max_steps`` steps (a time limit, stored as not done so it still bootstraps).
 
     Args:
-        env: a :class:`~canon_refs.rl.envs.GridWorld` (``obs_dim``, ``n_actions``, ``one_hot``,
-            ``reset``, ``step``).
+        env: a :class:`~canon_refs.rl.envs.GridWorld`: ``obs_dim``, ``n_actions``, ``reset() -> s``,
+            ``step(a) -> (s', r, done)`` with int states, and ``one_hot(s)``, the float32 NumPy
+            ``(obs_dim,)`` observation of state ``s``.
         n_steps, buffer_size, batch_size, target_update, max_steps: ints ``>= 1``.
         gamma, epsilon_start, epsilon_end: ``[0, 1]``. lr: ``> 0``.
         epsilon_decay_steps, learning_starts: ints ``>= 0``. double: double-DQN targets. seed: an int.
 
     Returns:
-        ``{"q_net": QNetwork, "returns": list[float], "losses": list[float]}``: the trained network,
-        the discounted return ``sum_t gamma^t r_t`` of every finished or cut episode, and every loss.
+        A dict with at least ``"q_net"`` (the trained :class:`QNetwork`), ``"returns"`` (``list[float]``,
+        the discounted return ``sum_t gamma^t r_t`` of every finished or cut episode) and ``"losses"``
+        (``list[float]``, one per update); extra keys are allowed.
 
     Raises:
         ValueError: invalid hyperparameters.
 
     Source: Mnih et al., Nature 518 (2015), Algorithm 1.
     """
-    for name, value in (("n_steps", n_steps), ("buffer_size", buffer_size), ("batch_size", batch_size),
-                        ("target_update", target_update), ("max_steps", max_steps)):
-        _check_int(value, name, 1)
-    _check_int(epsilon_decay_steps, "epsilon_decay_steps", 0)
-    _check_int(learning_starts, "learning_starts", 0)
-    gamma = _check_unit(gamma, "gamma")
-    epsilon_start = _check_unit(epsilon_start, "epsilon_start")
-    epsilon_end = _check_unit(epsilon_end, "epsilon_end")
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
-
+    _check_training(n_steps=n_steps, buffer_size=buffer_size, batch_size=batch_size, target_update=target_update,
+                    max_steps=max_steps, epsilon_decay_steps=epsilon_decay_steps, learning_starts=learning_starts,
+                    gamma=gamma, epsilon_start=epsilon_start, epsilon_end=epsilon_end, lr=lr)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     q_net = QNetwork(env.obs_dim, env.n_actions)
@@ -359,7 +310,8 @@ def train_dqn(
             action = int(rng.integers(env.n_actions))
         else:
             with torch.no_grad():
-                action = int(q_net(torch.from_numpy(obs)[None]).argmax(dim=1))
+                q_values = q_net(torch.from_numpy(obs)[None])                # (1, A)
+            action = int(q_values.argmax(dim=1))
         s_next, reward, done = env.step(action)
         buffer.add(obs, action, reward, env.one_hot(s_next), done)
         discounted += discount * reward
@@ -378,3 +330,80 @@ def train_dqn(
         if (step + 1) % target_update == 0:
             hard_update(target_net, q_net)
     return {"q_net": q_net, "returns": returns, "losses": losses}
+
+
+def _adam(params: object, lr: float) -> torch.optim.Optimizer:
+    """Adam, fused where the CPU kernel exists (torch >= 2.4): the step of a small MLP is 3x cheaper."""
+    params = list(params)  # type: ignore[call-overload]
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.Adam(params, lr=lr)
+
+
+def _epsilon_at(step: int, start: float, end: float, decay_steps: int) -> float:
+    """Linear decay from ``start`` to ``end`` over ``decay_steps`` steps, then constant."""
+    fraction = min(1.0, step / decay_steps) if decay_steps > 0 else 1.0
+    return start + fraction * (end - start)
+
+
+def _check_unit(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number in [0, 1], got {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {value}")
+    return float(value)
+
+
+def _check_int(value: object, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return value
+
+
+def _paired_parameters(target: nn.Module, source: nn.Module) -> list[tuple[Tensor, Tensor]]:
+    pairs = list(zip(target.parameters(), source.parameters()))
+    if len(pairs) != len(list(target.parameters())) or len(pairs) != len(list(source.parameters())):
+        raise ValueError("target and source must have the same parameters")
+    for t, s in pairs:
+        if t.shape != s.shape:
+            raise ValueError(f"target and source parameter shapes differ: {tuple(t.shape)} vs {tuple(s.shape)}")
+    return pairs
+
+
+def _check_obs(obs: Tensor, obs_dim: int) -> None:
+    if obs.ndim != 2 or obs.shape[1] != obs_dim:
+        raise ValueError(f"obs must have shape (B, {obs_dim}), got {tuple(obs.shape)}")
+
+
+def _check_target_inputs(rewards: Tensor, dones: Tensor, next_q_target: Tensor, next_q_online: Tensor | None) -> None:
+    if next_q_target.ndim != 2:
+        raise ValueError(f"next_q_target must be (B, A), got {tuple(next_q_target.shape)}")
+    B = next_q_target.shape[0]
+    for name, t in (("rewards", rewards), ("dones", dones)):
+        if t.shape != (B,):
+            raise ValueError(f"{name} must have shape (B,) = ({B},), got {tuple(t.shape)}")
+    if next_q_online is not None and next_q_online.shape != next_q_target.shape:
+        raise ValueError(f"next_q_online shape {tuple(next_q_online.shape)} must equal next_q_target shape "
+                         f"{tuple(next_q_target.shape)}")
+
+
+def _check_loss_batch(batch: dict[str, Tensor]) -> None:
+    missing = [k for k in ("obs", "actions", "rewards", "next_obs", "dones") if k not in batch]
+    if missing:
+        raise ValueError(f"batch is missing keys {missing}")
+    B = batch["obs"].shape[0]
+    if batch["actions"].shape != (B,):
+        raise ValueError(f"batch['actions'] must have shape (B,) = ({B},), got {tuple(batch['actions'].shape)}")
+
+
+def _check_training(*, lr: float, gamma: float, epsilon_start: float, epsilon_end: float,
+                    epsilon_decay_steps: int, learning_starts: int, **positive: int) -> None:
+    for name, value in positive.items():
+        _check_int(value, name, 1)
+    _check_int(epsilon_decay_steps, "epsilon_decay_steps", 0)
+    _check_int(learning_starts, "learning_starts", 0)
+    for name, unit in (("gamma", gamma), ("epsilon_start", epsilon_start), ("epsilon_end", epsilon_end)):
+        _check_unit(unit, name)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be finite and > 0, got {lr!r}")

@@ -36,34 +36,6 @@ import math
 import numpy as np
 
 
-def _as_rollout(x: object, name: str, shape: tuple[int, ...] | None) -> np.ndarray:
-    """``x`` as a finite float64 array of rank 1 or 2 (and of ``shape`` when given)."""
-    arr = np.asarray(x, dtype=np.float64)                                    # (N, T) | (T,)
-    if arr.ndim not in (1, 2) or arr.shape[-1] < 1:
-        raise ValueError(f"{name} must be (T,) or (N, T) with T >= 1, got shape {arr.shape}")
-    if shape is not None and arr.shape != shape:
-        raise ValueError(f"{name} shape {arr.shape} must equal rewards shape {shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite")
-    return arr
-
-
-def _as_flags(x: object, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """0/1 (or bool) flags of ``shape`` as float64."""
-    arr = _as_rollout(x, name, shape)                                        # (N, T) | (T,)
-    if not np.all((arr == 0.0) | (arr == 1.0)):
-        raise ValueError(f"{name} must hold only 0/1 (or bool) flags")
-    return arr
-
-
-def _check_unit(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {value}")
-    return float(value)
-
-
 def compute_gae(
     rewards: np.ndarray,
     values: np.ndarray,
@@ -95,7 +67,7 @@ def compute_gae(
 
     Returns:
         ``(advantages, returns)``, float64 arrays of the shape of ``rewards``,
-        ``returns = advantages + values``.
+        ``returns = advantages + values``. The inputs are not modified.
 
     Raises:
         ValueError: shape mismatches, non-finite inputs, flags other than 0/1, ``gamma`` or ``lam``
@@ -107,50 +79,82 @@ def compute_gae(
     """
     gamma = _check_unit(gamma, "gamma")
     lam = _check_unit(lam, "lam")
-    r = _as_rollout(rewards, "rewards", None)                                # (N, T) | (T,)
-    v = _as_rollout(values, "values", r.shape)                               # (N, T) | (T,)
-    d = _as_flags(dones, "dones", r.shape)                                   # (N, T) | (T,)
-    batched = r.ndim == 2
-    boot = np.asarray(last_value, dtype=np.float64)                          # (N,) | ()
-    want = r.shape[:1] if batched else ()
+    r, v, d, boot, c, cut_values = _rollout_arrays(rewards, values, dones, last_value, truncated, truncated_values)
+    T = r.shape[-1]
+    r2 = r.reshape(-1, T)                                                  # (N, T)
+    v2 = v.reshape(-1, T)                                                  # (N, T)
+    d2 = d.reshape(-1, T)                                                  # (N, T)
+    c2 = c.reshape(-1, T)                                                  # (N, T)
+    cut2 = cut_values.reshape(-1, T)                                       # (N, T)
+    N = r2.shape[0]
+    next_values = np.concatenate([v2[:, 1:], boot.reshape(N, 1)], axis=1)  # (N, T)
+    next_values = np.where(c2 == 1.0, cut2, next_values)                   # (N, T)
+    deltas = r2 + gamma * (1.0 - d2) * next_values - v2                    # (N, T)
+    carry = gamma * lam * (1.0 - d2) * (1.0 - c2)                          # (N, T)
+    advantages = np.empty_like(deltas)                                     # (N, T)
+    running = np.zeros(N)                                                  # (N,)
+    for t in range(T - 1, -1, -1):
+        running = deltas[:, t] + carry[:, t] * running
+        advantages[:, t] = running
+    advantages = advantages.reshape(r.shape)                               # (N, T) | (T,)
+    return advantages, advantages + v
+
+
+def _rollout_arrays(rewards: object, values: object, dones: object, last_value: object, truncated: object,
+                    truncated_values: object) -> tuple[np.ndarray, ...]:
+    """Validated float64 arrays: rewards, values, dones, last_value, truncation flags and the values that
+    replace ``V_{t+1}`` at truncated steps (0 elsewhere)."""
+    r = _as_rollout(rewards, "rewards", None)                              # (N, T) | (T,)
+    v = _as_rollout(values, "values", r.shape)                             # (N, T) | (T,)
+    d = _as_flags(dones, "dones", r.shape)                                 # (N, T) | (T,)
+    boot = np.asarray(last_value, dtype=np.float64)                        # (N,) | ()
+    want = r.shape[:1] if r.ndim == 2 else ()
     if boot.shape != want:
         raise ValueError(f"last_value must have shape {want} for rewards of shape {r.shape}, got {boot.shape}")
     if not np.all(np.isfinite(boot)):
         raise ValueError("last_value must be finite")
+    zeros = np.zeros_like(r)                                               # (N, T) | (T,)
     if truncated is None:
-        c = np.zeros_like(r)                                                 # (N, T) | (T,)
-        cut_values = np.zeros_like(r)                                        # (N, T) | (T,)
-    else:
-        c = _as_flags(truncated, "truncated", r.shape)                       # (N, T) | (T,)
-        if np.any((c == 1.0) & (d == 1.0)):
-            raise ValueError("truncated and dones must not both be set at the same step")
-        if truncated_values is None:
-            if np.any(c == 1.0):
-                raise ValueError("truncated_values is required where truncated is set")
-            cut_values = np.zeros_like(r)                                    # (N, T) | (T,)
-        else:
-            cut_values = np.asarray(truncated_values, dtype=np.float64)      # (N, T) | (T,)
-            if cut_values.shape != r.shape:
-                raise ValueError(f"truncated_values shape {cut_values.shape} must equal rewards shape {r.shape}")
-            cut_values = np.where(c == 1.0, cut_values, 0.0)                 # (N, T) | (T,)
-            if not np.all(np.isfinite(cut_values)):
-                raise ValueError("truncated_values must be finite where truncated is set")
+        return r, v, d, boot, zeros, zeros
+    c = _as_flags(truncated, "truncated", r.shape)                         # (N, T) | (T,)
+    if np.any((c == 1.0) & (d == 1.0)):
+        raise ValueError("truncated and dones must not both be set at the same step")
+    if truncated_values is None:
+        if np.any(c == 1.0):
+            raise ValueError("truncated_values is required where truncated is set")
+        return r, v, d, boot, c, zeros
+    cut_values = np.asarray(truncated_values, dtype=np.float64)            # (N, T) | (T,)
+    if cut_values.shape != r.shape:
+        raise ValueError(f"truncated_values shape {cut_values.shape} must equal rewards shape {r.shape}")
+    cut_values = np.where(c == 1.0, cut_values, 0.0)                       # (N, T) | (T,)
+    if not np.all(np.isfinite(cut_values)):
+        raise ValueError("truncated_values must be finite where truncated is set")
+    return r, v, d, boot, c, cut_values
 
-    T = r.shape[-1]
-    r2 = r.reshape(-1, T)                                                    # (N, T)
-    v2 = v.reshape(-1, T)                                                    # (N, T)
-    d2 = d.reshape(-1, T)                                                    # (N, T)
-    c2 = c.reshape(-1, T)                                                    # (N, T)
-    cut2 = cut_values.reshape(-1, T)                                         # (N, T)
-    N = r2.shape[0]
-    next_values = np.concatenate([v2[:, 1:], boot.reshape(N, 1)], axis=1)    # (N, T)
-    next_values = np.where(c2 == 1.0, cut2, next_values)                     # (N, T)
-    deltas = r2 + gamma * (1.0 - d2) * next_values - v2                      # (N, T)
-    carry = gamma * lam * (1.0 - d2) * (1.0 - c2)                            # (N, T)
-    advantages = np.empty_like(deltas)                                       # (N, T)
-    running = np.zeros(N)                                                    # (N,)
-    for t in range(T - 1, -1, -1):
-        running = deltas[:, t] + carry[:, t] * running
-        advantages[:, t] = running
-    advantages = advantages.reshape(r.shape)                                 # (N, T) | (T,)
-    return advantages, advantages + v
+
+def _as_rollout(x: object, name: str, shape: tuple[int, ...] | None) -> np.ndarray:
+    """``x`` as a finite float64 array of rank 1 or 2 (and of ``shape`` when given)."""
+    arr = np.asarray(x, dtype=np.float64)                                  # (N, T) | (T,)
+    if arr.ndim not in (1, 2) or arr.shape[-1] < 1:
+        raise ValueError(f"{name} must be (T,) or (N, T) with T >= 1, got shape {arr.shape}")
+    if shape is not None and arr.shape != shape:
+        raise ValueError(f"{name} shape {arr.shape} must equal rewards shape {shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite")
+    return arr
+
+
+def _as_flags(x: object, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """0/1 (or bool) flags of ``shape`` as float64."""
+    arr = _as_rollout(x, name, shape)                                      # (N, T) | (T,)
+    if not np.all((arr == 0.0) | (arr == 1.0)):
+        raise ValueError(f"{name} must hold only 0/1 (or bool) flags")
+    return arr
+
+
+def _check_unit(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {value}")
+    return float(value)

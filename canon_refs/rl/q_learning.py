@@ -37,22 +37,6 @@ import numpy as np
 from canon_refs.rl.envs import GridWorld
 
 
-def _check_unit(value: float, name: str, *, open_low: bool = False) -> float:
-    """A finite number in ``[0, 1]`` (``(0, 1]`` with ``open_low``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if value > 1.0 or value < 0.0 or (open_low and value == 0.0):
-        bound = "(0, 1]" if open_low else "[0, 1]"
-        raise ValueError(f"{name} must lie in {bound}, got {value}")
-    return float(value)
-
-
-def _check_index(value: object, name: str, size: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < size:
-        raise ValueError(f"{name} must be an int in [0, {size}), got {value!r}")
-    return int(value)
-
-
 def epsilon_greedy(q_values: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
     """Sample an action: uniform with probability ``epsilon``, else greedy (ties uniformly at random).
 
@@ -62,7 +46,8 @@ def epsilon_greedy(q_values: np.ndarray, epsilon: float, rng: np.random.Generato
         rng: the NumPy generator that draws the choice.
 
     Returns:
-        The action, a Python int in ``[0, A)``.
+        The action, a Python int in ``[0, A)``. Any way of drawing from ``rng`` is accepted (the tests
+        check frequencies); ``q_values`` is not modified.
 
     Raises:
         ValueError: ``q_values`` not a non-empty finite 1-D array; ``epsilon`` outside ``[0, 1]``.
@@ -70,12 +55,11 @@ def epsilon_greedy(q_values: np.ndarray, epsilon: float, rng: np.random.Generato
     Source: Sutton & Barto (2018), section 2.2.
     """
     epsilon = _check_unit(epsilon, "epsilon")
-    q = np.asarray(q_values, dtype=np.float64)                              # (A,)
-    if q.ndim != 1 or q.size == 0 or not np.all(np.isfinite(q)):
-        raise ValueError(f"q_values must be a non-empty finite (A,) array, got shape {q.shape}")
+    q = np.asarray(q_values, dtype=np.float64)    # (A,)
+    _check_q_values(q)
     if rng.random() < epsilon:
         return int(rng.integers(q.shape[0]))
-    best = np.flatnonzero(q == q.max())                                     # (k,)
+    best = np.flatnonzero(q == q.max())           # (k,)
     return int(best[rng.integers(best.shape[0])])
 
 
@@ -101,16 +85,7 @@ def q_learning_update(
 
     Source: Watkins & Dayan, "Q-learning", Machine Learning 8 (1992); Sutton & Barto eq. (6.8).
     """
-    alpha = _check_unit(alpha, "alpha", open_low=True)
-    gamma = _check_unit(gamma, "gamma")
-    if not isinstance(Q, np.ndarray) or Q.ndim != 2 or not np.issubdtype(Q.dtype, np.floating):
-        raise ValueError("Q must be a 2-D float array (S, A)")
-    S, A = Q.shape
-    s = _check_index(s, "s", S)
-    a = _check_index(a, "a", A)
-    s_next = _check_index(s_next, "s_next", S)
-    if not isinstance(r, (int, float, np.floating)) or not math.isfinite(r):
-        raise ValueError(f"r must be a finite number, got {r!r}")
+    alpha, gamma = _check_update(Q, s, a, r, s_next, alpha, gamma)
     bootstrap = 0.0 if done else float(Q[s_next].max())
     delta = float(r) + gamma * bootstrap - float(Q[s, a])
     Q[s, a] += alpha * delta
@@ -123,10 +98,10 @@ def greedy_policy(Q: np.ndarray) -> np.ndarray:
     Raises:
         ValueError: ``Q`` not 2-D with ``A >= 1``.
     """
-    Q = np.asarray(Q)                                                       # (S, A)
+    Q = np.asarray(Q)                             # (S, A)
     if Q.ndim != 2 or Q.shape[1] < 1:
         raise ValueError(f"Q must have shape (S, A), got {Q.shape}")
-    return np.argmax(Q, axis=1).astype(np.int64)                            # (S,)
+    return np.argmax(Q, axis=1).astype(np.int64)  # (S,)
 
 
 def q_learning(
@@ -160,11 +135,9 @@ def q_learning(
     alpha = _check_unit(alpha, "alpha", open_low=True)
     gamma = _check_unit(gamma, "gamma")
     epsilon = _check_unit(epsilon, "epsilon")
-    for name, value in (("n_episodes", n_episodes), ("max_steps", max_steps)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    _check_counts(n_episodes=n_episodes, max_steps=max_steps)
     rng = np.random.default_rng(seed)
-    Q = np.zeros((env.n_states, env.n_actions))                             # (S, A)
+    Q = np.zeros((env.n_states, env.n_actions))   # (S, A)
     returns: list[float] = []
     for _ in range(n_episodes):
         s = env.reset()
@@ -179,3 +152,46 @@ def q_learning(
                 break
         returns.append(total)
     return Q, returns
+
+
+def _check_unit(value: float, name: str, *, open_low: bool = False) -> float:
+    """A finite number in ``[0, 1]`` (``(0, 1]`` with ``open_low``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if value > 1.0 or value < 0.0 or (open_low and value == 0.0):
+        bound = "(0, 1]" if open_low else "[0, 1]"
+        raise ValueError(f"{name} must lie in {bound}, got {value}")
+    return float(value)
+
+
+def _check_index(value: object, name: str, size: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < size:
+        raise ValueError(f"{name} must be an int in [0, {size}), got {value!r}")
+    return int(value)
+
+
+def _check_q_values(q: np.ndarray) -> None:
+    if q.ndim != 1 or q.size == 0 or not np.all(np.isfinite(q)):
+        raise ValueError(f"q_values must be a non-empty finite (A,) array, got shape {q.shape}")
+
+
+def _check_update(Q: np.ndarray, s: int, a: int, r: float, s_next: int, alpha: float,
+                  gamma: float) -> tuple[float, float]:
+    """Validate one update's arguments (before ``Q`` is touched); return ``alpha`` and ``gamma`` as floats."""
+    alpha = _check_unit(alpha, "alpha", open_low=True)
+    gamma = _check_unit(gamma, "gamma")
+    if not isinstance(Q, np.ndarray) or Q.ndim != 2 or not np.issubdtype(Q.dtype, np.floating):
+        raise ValueError("Q must be a 2-D float array (S, A)")
+    S, A = Q.shape
+    _check_index(s, "s", S)
+    _check_index(a, "a", A)
+    _check_index(s_next, "s_next", S)
+    if not isinstance(r, (int, float, np.floating)) or not math.isfinite(r):
+        raise ValueError(f"r must be a finite number, got {r!r}")
+    return alpha, gamma
+
+
+def _check_counts(**counts: int) -> None:
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")

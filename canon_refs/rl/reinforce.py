@@ -5,7 +5,8 @@ What it implements: a softmax policy over the arms' logits ``z``; :func:`grad_lo
 ``z + lr * (R - b) * grad log pi(a)``; :func:`gradient_estimate_stats`, the exact mean and variance of
 the one-sample estimate by enumerating the actions; :func:`discounted_returns` (reward-to-go); and
 :func:`train_reinforce`, the whole loop against ``canon_refs.rl.envs.Bandit`` with an optional
-running-mean baseline.
+running-mean baseline. :func:`softmax` subtracts the row max first: exact (softmax is shift-invariant),
+and it keeps ``exp`` from overflowing, where logits of ``1e4`` would otherwise give ``inf / inf = NaN``.
 
 The subtle point an interviewer probes is why the baseline is allowed and what it buys. It is allowed
 because ``E[b * grad log pi(a)] = b * grad sum_a pi(a) = b * grad 1 = 0``: the mean of the estimate does
@@ -38,35 +39,13 @@ import numpy as np
 from canon_refs.rl.envs import Bandit
 
 
-def _check_logits(logits: np.ndarray) -> np.ndarray:
-    z = np.asarray(logits, dtype=np.float64)                                # (A,)
-    if z.ndim != 1 or z.size == 0 or not np.all(np.isfinite(z)):
-        raise ValueError(f"logits must be a non-empty finite (A,) array, got shape {z.shape}")
-    return z
-
-
-def _check_action(action: object, n: int) -> int:
-    if isinstance(action, bool) or not isinstance(action, (int, np.integer)) or not 0 <= action < n:
-        raise ValueError(f"action must be an int in [0, {n}), got {action!r}")
-    return int(action)
-
-
-def _check_finite(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
-
-
 def softmax(z: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, with the max subtracted first: ``(..., A) -> (..., A)`` float64.
-
-    Subtracting the max is exact (softmax is shift-invariant) and keeps ``exp`` from overflowing:
-    logits of ``1e4`` would otherwise give ``inf / inf = NaN``.
-    """
-    z = np.asarray(z, dtype=np.float64)                                     # (..., A)
-    shifted = z - z.max(axis=-1, keepdims=True)                             # (..., A)
+    """Softmax over the last axis: ``(..., A) -> (..., A)`` float64, finite and summing to 1 for any finite
+    logits (entries of 1e4 included), with no floating-point warning."""
+    z = np.asarray(z, dtype=np.float64)                  # (..., A)
+    shifted = z - z.max(axis=-1, keepdims=True)          # (..., A)
     e = np.exp(shifted)
-    return e / e.sum(axis=-1, keepdims=True)                                # (..., A)
+    return e / e.sum(axis=-1, keepdims=True)             # (..., A)
 
 
 def grad_log_prob(logits: np.ndarray, action: int) -> np.ndarray:
@@ -83,9 +62,9 @@ def grad_log_prob(logits: np.ndarray, action: int) -> np.ndarray:
 
     Source: seed 003, "The log-probability trick, decoded".
     """
-    z = _check_logits(logits)                                               # (A,)
+    z = _check_logits(logits)                            # (A,)
     action = _check_action(action, z.shape[0])
-    grad = -softmax(z)                                                      # (A,)
+    grad = -softmax(z)                                   # (A,)
     grad[action] += 1.0
     return grad
 
@@ -98,17 +77,16 @@ def reinforce_step(logits: np.ndarray, action: int, reward: float, lr: float, ba
         reward: the payout. lr: step size ``> 0``. baseline: any action-independent number.
 
     Returns:
-        ``(A,)`` float64 new logits.
+        ``(A,)`` float64 new logits; ``logits`` is not modified.
 
     Raises:
         ValueError: bad ``logits``, ``action`` out of range, ``lr <= 0``, non-finite reward or baseline.
 
     Source: Williams (1992), eq. (2) with a constant baseline; seed 003's worked step.
     """
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
+    _check_lr(lr)
     advantage = _check_finite(reward, "reward") - _check_finite(baseline, "baseline")
-    z = _check_logits(logits)                                               # (A,)
+    z = _check_logits(logits)                            # (A,)
     return z + lr * advantage * grad_log_prob(z, action)
 
 
@@ -129,16 +107,15 @@ def gradient_estimate_stats(logits: np.ndarray, arm_rewards: np.ndarray, baselin
 
     Source: seed 003, "Variance and baselines".
     """
-    z = _check_logits(logits)                                               # (A,)
-    rewards = np.asarray(arm_rewards, dtype=np.float64)                     # (A,)
-    if rewards.shape != z.shape or not np.all(np.isfinite(rewards)):
-        raise ValueError(f"arm_rewards must be finite with shape {z.shape}, got {rewards.shape}")
+    z = _check_logits(logits)                            # (A,)
+    rewards = np.asarray(arm_rewards, dtype=np.float64)  # (A,)
+    _check_arm_rewards(rewards, z.shape)
     b = _check_finite(baseline, "baseline")
-    probs = softmax(z)                                                      # (A,)
-    scores = np.eye(z.shape[0]) - probs[None, :]                            # (A, A)  row a = grad log pi(a)
-    estimates = (rewards - b)[:, None] * scores                             # (A, A)
-    mean = probs @ estimates                                                # (A,)
-    variance = probs @ (estimates - mean[None, :]) ** 2                     # (A,)
+    probs = softmax(z)                                   # (A,)
+    scores = np.eye(z.shape[0]) - probs[None, :]         # (A, A)  row a = grad log pi(a)
+    estimates = (rewards - b)[:, None] * scores          # (A, A)
+    mean = probs @ estimates                             # (A,)
+    variance = probs @ (estimates - mean[None, :]) ** 2  # (A,)
     return {"mean": mean, "variance": variance}
 
 
@@ -148,12 +125,9 @@ def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
     Raises:
         ValueError: ``rewards`` not a finite 1-D array; ``gamma`` outside ``[0, 1]``.
     """
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma must lie in [0, 1], got {gamma!r}")
-    r = np.asarray(rewards, dtype=np.float64)                               # (T,)
-    if r.ndim != 1 or not np.all(np.isfinite(r)):
-        raise ValueError(f"rewards must be a finite (T,) array, got shape {r.shape}")
-    out = np.empty_like(r)                                                  # (T,)
+    r = np.asarray(rewards, dtype=np.float64)            # (T,)
+    _check_episode(r, gamma)
+    out = np.empty_like(r)                               # (T,)
     running = 0.0
     for t in range(r.shape[0] - 1, -1, -1):
         running = r[t] + gamma * running
@@ -165,11 +139,10 @@ def train_reinforce(bandit: Bandit, steps: int = 500, lr: float = 0.1, baseline:
                     seed: int = 0) -> dict[str, np.ndarray]:
     """REINFORCE on a bandit, one pull per step, from uniform logits.
 
-    The arm is sampled from ``softmax(z)`` with ``np.random.default_rng(seed)``; each step is
-    :func:`reinforce_step` with the score computed from the probabilities already at hand (the loop
-    skips re-validating its own arrays). With ``baseline=True``
-    the baseline is the mean of all *earlier* rewards; on the first step there is none, so the reward is
-    its own baseline and the update is zero.
+    Each step samples an arm from ``softmax(z)`` with a generator seeded by ``seed`` (any sampling method;
+    the same seed gives the same history), pulls it, and applies :func:`reinforce_step`. With
+    ``baseline=True`` the baseline is the mean of all *earlier* rewards; on the first step there is none,
+    so the reward is its own baseline and the update is zero.
 
     Args:
         bandit: a :class:`~canon_refs.rl.envs.Bandit` (``n_arms``, ``pull(arm)``).
@@ -177,33 +150,72 @@ def train_reinforce(bandit: Bandit, steps: int = 500, lr: float = 0.1, baseline:
         seed: seeds the policy's generator.
 
     Returns:
-        ``{"probs": (steps + 1, A), "rewards": (steps,)}`` float64: the policy before the first and
-        after every step, and what each pull paid.
+        A dict with at least ``"probs"`` ``(steps + 1, A)`` and ``"rewards"`` ``(steps,)``, float64 (extra
+        keys are allowed): the policy before the first and after every step, and what each pull paid.
 
     Raises:
         ValueError: ``steps < 1``, ``lr <= 0``.
 
     Source: seed 003, ``train_reinforce``.
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
+    _check_steps(steps)
+    _check_lr(lr)
     rng = np.random.default_rng(seed)
     A = bandit.n_arms
-    logits = np.zeros(A)                                                    # (A,)
-    probs = np.empty((steps + 1, A))                                        # (steps+1, A)
-    rewards = np.empty(steps)                                               # (steps,)
+    logits = np.zeros(A)                                 # (A,)
+    probs = np.empty((steps + 1, A))                     # (steps+1, A)
+    rewards = np.empty(steps)                            # (steps,)
     probs[0] = softmax(logits)
     total = 0.0
     for t in range(steps):
         action = int(rng.choice(A, p=probs[t]))
         reward = bandit.pull(action)
         b = (total / t if t else reward) if baseline else 0.0
-        score = -probs[t]                                                   # (A,)  grad_log_prob, inlined
+        score = -probs[t]                                # (A,)  grad_log_prob, already validated
         score[action] += 1.0
         logits = logits + lr * (reward - b) * score
         total += reward
         rewards[t] = reward
         probs[t + 1] = softmax(logits)
     return {"probs": probs, "rewards": rewards}
+
+
+def _check_logits(logits: np.ndarray) -> np.ndarray:
+    z = np.asarray(logits, dtype=np.float64)             # (A,)
+    if z.ndim != 1 or z.size == 0 or not np.all(np.isfinite(z)):
+        raise ValueError(f"logits must be a non-empty finite (A,) array, got shape {z.shape}")
+    return z
+
+
+def _check_action(action: object, n: int) -> int:
+    if isinstance(action, bool) or not isinstance(action, (int, np.integer)) or not 0 <= action < n:
+        raise ValueError(f"action must be an int in [0, {n}), got {action!r}")
+    return int(action)
+
+
+def _check_finite(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _check_lr(lr: float) -> None:
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
+
+
+def _check_steps(steps: int) -> None:
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
+
+
+def _check_arm_rewards(rewards: np.ndarray, shape: tuple[int, ...]) -> None:
+    if rewards.shape != shape or not np.all(np.isfinite(rewards)):
+        raise ValueError(f"arm_rewards must be finite with shape {shape}, got {rewards.shape}")
+
+
+def _check_episode(r: np.ndarray, gamma: float) -> None:
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must lie in [0, 1], got {gamma!r}")
+    if r.ndim != 1 or not np.all(np.isfinite(r)):
+        raise ValueError(f"rewards must be a finite (T,) array, got shape {r.shape}")

@@ -57,19 +57,13 @@ def init_lstm_params(
 
     Source: Hochreiter & Schmidhuber 1997; Gers et al. 2000 (forget gate); Jozefowicz et al. 2015.
     """
-    if not (_is_int(input_size) and input_size >= 1):
-        raise ValueError(f"input_size must be an integer >= 1, got {input_size!r}")
-    if not (_is_int(hidden_size) and hidden_size >= 1):
-        raise ValueError(f"hidden_size must be an integer >= 1, got {hidden_size!r}")
-    if isinstance(forget_bias, bool) or not isinstance(forget_bias, (int, float, np.floating, np.integer)) \
-            or not np.isfinite(forget_bias):
-        raise ValueError(f"forget_bias must be a finite number, got {forget_bias!r}")
+    _check_init_args(input_size, hidden_size, forget_bias)
     H = hidden_size
     rng = np.random.default_rng(seed)
     bound = 1.0 / np.sqrt(H)
-    Wx = rng.uniform(-bound, bound, size=(input_size, 4 * H))   # (D, 4*H)
-    Wh = rng.uniform(-bound, bound, size=(H, 4 * H))            # (H, 4*H)
-    b = np.zeros(4 * H)                                         # (4*H,)
+    Wx = rng.uniform(-bound, bound, size=(input_size, 4 * H))           # (D, 4*H)
+    Wh = rng.uniform(-bound, bound, size=(H, 4 * H))                    # (H, 4*H)
+    b = np.zeros(4 * H)                                                 # (4*H,)
     b[H : 2 * H] += forget_bias
     return {"Wx": Wx, "Wh": Wh, "b": b}
 
@@ -91,17 +85,9 @@ def lstm_step(
             ``c_prev`` not ``(B, H)``.
     """
     Wx, Wh, b = _check_params(params)
-    D, H = Wx.shape[0], Wh.shape[0]
-    x_t = np.asarray(x_t, dtype=np.float64)         # (...,)  checked below
-    if x_t.ndim != 2 or x_t.shape[1] != D:
-        raise ValueError(f"x_t must have shape (B, {D}), got {x_t.shape}")
-    B = x_t.shape[0]
-    h_prev = np.asarray(h_prev, dtype=np.float64)   # (...,)  checked below
-    if h_prev.shape != (B, H):
-        raise ValueError(f"h_prev must have shape ({B}, {H}), got {h_prev.shape}")
-    c_prev = np.asarray(c_prev, dtype=np.float64)   # (...,)  checked below
-    if c_prev.shape != (B, H):
-        raise ValueError(f"c_prev must have shape ({B}, {H}), got {c_prev.shape}")
+    x_t = _check_input(x_t, "x_t", 2, Wx.shape[0])                      # (B, D)
+    h_prev = _check_state(h_prev, "h_prev", x_t.shape[0], Wh.shape[0])  # (B, H)
+    c_prev = _check_state(c_prev, "c_prev", x_t.shape[0], Wh.shape[0])  # (B, H)
     return _step(x_t, h_prev, c_prev, Wx, Wh, b)
 
 
@@ -124,22 +110,16 @@ def lstm_forward(
     """
     Wx, Wh, b = _check_params(params)
     D, H = Wx.shape[0], Wh.shape[0]
-    x = np.asarray(x, dtype=np.float64)             # (...,)  checked below
-    if x.ndim != 3 or x.shape[2] != D:
-        raise ValueError(f"x must have shape (B, T, {D}), got {x.shape}")
+    x = _check_input(x, "x", 3, D)                                      # (B, T, D)
     B, T, _ = x.shape
-    h0 = np.asarray(h0, dtype=np.float64)           # (...,)  checked below
-    if h0.shape != (B, H):
-        raise ValueError(f"h0 must have shape ({B}, {H}), got {h0.shape}")
-    c0 = np.asarray(c0, dtype=np.float64)           # (...,)  checked below
-    if c0.shape != (B, H):
-        raise ValueError(f"c0 must have shape ({B}, {H}), got {c0.shape}")
-    hs = np.empty((B, T, H))                        # (B, T, H)
-    h, c = h0, c0                                   # (B, H), (B, H)
+    h0 = _check_state(h0, "h0", B, H)                                   # (B, H)
+    c0 = _check_state(c0, "c0", B, H)                                   # (B, H)
+    hs = np.empty((B, T, H))                                            # (B, T, H)
+    h, c = h0, c0                                                       # (B, H), (B, H)
     steps = []
     for t in range(T):
         h, c, step = _step(x[:, t], h, c, Wx, Wh, b)
-        hs[:, t] = h                                # (B, H)
+        hs[:, t] = h                                                    # (B, H)
         steps.append(step)
     cache = {"steps": steps, "shape": (B, T, D, H), "Wx": Wx, "Wh": Wh}
     return hs, (h, c), cache
@@ -163,34 +143,30 @@ def lstm_backward(
 
     Source: Graves 2012, "Supervised Sequence Labelling with RNNs", section 4.6 (without peepholes).
     """
-    if not isinstance(cache, dict) or not {"steps", "shape", "Wx", "Wh"} <= cache.keys():
-        raise ValueError("cache must be the cache returned by lstm_forward")
+    dhs = _check_upstream(dhs, cache)                                   # (B, T, H)
     steps, (B, T, D, H), Wx, Wh = cache["steps"], cache["shape"], cache["Wx"], cache["Wh"]
-    dhs = np.asarray(dhs, dtype=np.float64)                 # (...,)  checked below
-    if dhs.shape != (B, T, H):
-        raise ValueError(f"dhs must have shape {(B, T, H)}, got {dhs.shape}")
-    dh_next = _final_grad("dh_T", dh_T, B, H)               # (B, H)
-    dc_next = _final_grad("dc_T", dc_T, B, H)               # (B, H)
-    dx = np.zeros((B, T, D))                                # (B, T, D)
-    dWx = np.zeros_like(Wx)                                 # (D, 4*H)
-    dWh = np.zeros_like(Wh)                                 # (H, 4*H)
-    db = np.zeros(4 * H)                                    # (4*H,)
+    dh_next = _final_grad("dh_T", dh_T, B, H)                           # (B, H)
+    dc_next = _final_grad("dc_T", dc_T, B, H)                           # (B, H)
+    dx = np.zeros((B, T, D))                                            # (B, T, D)
+    dWx = np.zeros_like(Wx)                                             # (D, 4*H)
+    dWh = np.zeros_like(Wh)                                             # (H, 4*H)
+    db = np.zeros(4 * H)                                                # (4*H,)
     for t in reversed(range(T)):
         s = steps[t]
         i, f, g, o, tanh_c = s["i"], s["f"], s["g"], s["o"], s["tanh_c"]
-        dh = dhs[:, t] + dh_next                            # (B, H)
-        dc = dc_next + dh * o * (1.0 - tanh_c**2)           # (B, H)  future + this step's output
-        di = dc * g * i * (1.0 - i)                         # (B, H)
-        df = dc * s["c_prev"] * f * (1.0 - f)               # (B, H)
-        dg = dc * i * (1.0 - g**2)                          # (B, H)
-        do = dh * tanh_c * o * (1.0 - o)                    # (B, H)
-        dgates = np.concatenate([di, df, dg, do], axis=1)   # (B, 4*H)
-        dWx += s["x_t"].T @ dgates                          # (D, 4*H)
-        dWh += s["h_prev"].T @ dgates                       # (H, 4*H)
-        db += np.sum(dgates, axis=0)                        # (4*H,)
-        dx[:, t] = dgates @ Wx.T                            # (B, D)
-        dh_next = dgates @ Wh.T                             # (B, H)
-        dc_next = dc * f                                    # (B, H)  the highway: only f, no weights
+        dh = dhs[:, t] + dh_next                                        # (B, H)
+        dc = dc_next + dh * o * (1.0 - tanh_c**2)                       # (B, H)  future + this step's output
+        di = dc * g * i * (1.0 - i)                                     # (B, H)
+        df = dc * s["c_prev"] * f * (1.0 - f)                           # (B, H)
+        dg = dc * i * (1.0 - g**2)                                      # (B, H)
+        do = dh * tanh_c * o * (1.0 - o)                                # (B, H)
+        dgates = np.concatenate([di, df, dg, do], axis=1)               # (B, 4*H)
+        dWx += s["x_t"].T @ dgates                                      # (D, 4*H)
+        dWh += s["h_prev"].T @ dgates                                   # (H, 4*H)
+        db += np.sum(dgates, axis=0)                                    # (4*H,)
+        dx[:, t] = dgates @ Wx.T                                        # (B, D)
+        dh_next = dgates @ Wh.T                                         # (B, H)
+        dc_next = dc * f                                                # (B, H)  the highway: only f, no weights
     return {"x": dx, "h0": dh_next, "c0": dc_next, "Wx": dWx, "Wh": dWh, "b": db}
 
 
@@ -199,14 +175,14 @@ def _step(
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """The unchecked step shared by ``lstm_step`` and ``lstm_forward``."""
     H = Wh.shape[0]
-    gates = x_t @ Wx + h_prev @ Wh + b              # (B, 4*H)
-    i = _sigmoid(gates[:, :H])                      # (B, H)
-    f = _sigmoid(gates[:, H : 2 * H])               # (B, H)
-    g = np.tanh(gates[:, 2 * H : 3 * H])            # (B, H)
-    o = _sigmoid(gates[:, 3 * H :])                 # (B, H)
-    c = f * c_prev + i * g                          # (B, H)
-    tanh_c = np.tanh(c)                             # (B, H)
-    h = o * tanh_c                                  # (B, H)
+    gates = x_t @ Wx + h_prev @ Wh + b                                  # (B, 4*H)
+    i = _sigmoid(gates[:, :H])                                          # (B, H)
+    f = _sigmoid(gates[:, H : 2 * H])                                   # (B, H)
+    g = np.tanh(gates[:, 2 * H : 3 * H])                                # (B, H)
+    o = _sigmoid(gates[:, 3 * H :])                                     # (B, H)
+    c = f * c_prev + i * g                                              # (B, H)
+    tanh_c = np.tanh(c)                                                 # (B, H)
+    h = o * tanh_c                                                      # (B, H)
     cache = {"x_t": x_t, "h_prev": h_prev, "c_prev": c_prev, "i": i, "f": f, "g": g, "o": o, "tanh_c": tanh_c}
     return h, c, cache
 
@@ -220,8 +196,8 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 def _final_grad(name: str, value: np.ndarray | None, B: int, H: int) -> np.ndarray:
     """``value`` as float64 ``(B, H)``, zeros when ``None``, or ValueError naming ``name``."""
     if value is None:
-        return np.zeros((B, H))                       # (B, H)
-    arr = np.asarray(value, dtype=np.float64)         # (...,)  checked below
+        return np.zeros((B, H))                                         # (B, H)
+    arr = np.asarray(value, dtype=np.float64)                           # (...,)  checked below
     if arr.shape != (B, H):
         raise ValueError(f"{name} must have shape ({B}, {H}), got {arr.shape}")
     return arr
@@ -231,9 +207,9 @@ def _check_params(params: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray
     """``(Wx, Wh, b)`` as float64 after checking keys and shapes, or ValueError naming ``params``."""
     if not isinstance(params, dict) or any(k not in params for k in _PARAM_KEYS):
         raise ValueError(f"params must be a dict with keys {_PARAM_KEYS}")
-    Wx = np.asarray(params["Wx"], dtype=np.float64)   # (...,)  checked below
-    Wh = np.asarray(params["Wh"], dtype=np.float64)   # (...,)  checked below
-    b = np.asarray(params["b"], dtype=np.float64)     # (...,)  checked below
+    Wx = np.asarray(params["Wx"], dtype=np.float64)                     # (...,)  checked below
+    Wh = np.asarray(params["Wh"], dtype=np.float64)                     # (...,)  checked below
+    b = np.asarray(params["b"], dtype=np.float64)                       # (...,)  checked below
     if Wh.ndim != 2 or Wh.shape[1] != 4 * Wh.shape[0] or Wh.shape[0] == 0:
         raise ValueError(f"params['Wh'] must have shape (H, 4*H), got {Wh.shape}")
     H = Wh.shape[0]
@@ -242,6 +218,41 @@ def _check_params(params: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray
     if b.shape != (4 * H,):
         raise ValueError(f"params['b'] must have shape ({4 * H},), got {b.shape}")
     return Wx, Wh, b
+
+
+def _check_init_args(input_size: int, hidden_size: int, forget_bias: float) -> None:
+    if not (_is_int(input_size) and input_size >= 1):
+        raise ValueError(f"input_size must be an integer >= 1, got {input_size!r}")
+    if not (_is_int(hidden_size) and hidden_size >= 1):
+        raise ValueError(f"hidden_size must be an integer >= 1, got {hidden_size!r}")
+    if isinstance(forget_bias, bool) or not isinstance(forget_bias, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(forget_bias):
+        raise ValueError(f"forget_bias must be a finite number, got {forget_bias!r}")
+
+
+def _check_input(x: np.ndarray, name: str, ndim: int, D: int) -> np.ndarray:
+    """``x`` as float64 with ``ndim`` axes and a last axis of width ``D``."""
+    x = np.asarray(x, dtype=np.float64)                                 # (...,)  checked below
+    if x.ndim != ndim or x.shape[-1] != D:
+        raise ValueError(f"{name} must have {ndim} axes and width {D}, got shape {x.shape}")
+    return x
+
+
+def _check_state(state: np.ndarray, name: str, B: int, H: int) -> np.ndarray:
+    state = np.asarray(state, dtype=np.float64)                         # (...,)  checked below
+    if state.shape != (B, H):
+        raise ValueError(f"{name} must have shape ({B}, {H}), got {state.shape}")
+    return state
+
+
+def _check_upstream(dhs: np.ndarray, cache: dict) -> np.ndarray:
+    if not isinstance(cache, dict) or not {"steps", "shape", "Wx", "Wh"} <= cache.keys():
+        raise ValueError("cache must be the cache returned by lstm_forward")
+    B, T, _, H = cache["shape"]
+    dhs = np.asarray(dhs, dtype=np.float64)                             # (...,)  checked below
+    if dhs.shape != (B, T, H):
+        raise ValueError(f"dhs must have shape {(B, T, H)}, got {dhs.shape}")
+    return dhs
 
 
 def _is_int(value: object) -> bool:

@@ -49,15 +49,12 @@ def init_rnn_params(input_size: int, hidden_size: int, seed: int = 0) -> dict[st
 
     Source: Elman 1990; the init of ``torch.nn.RNN.reset_parameters``.
     """
-    if not (_is_int(input_size) and input_size >= 1):
-        raise ValueError(f"input_size must be an integer >= 1, got {input_size!r}")
-    if not (_is_int(hidden_size) and hidden_size >= 1):
-        raise ValueError(f"hidden_size must be an integer >= 1, got {hidden_size!r}")
+    _check_sizes(input_size, hidden_size)
     rng = np.random.default_rng(seed)
     bound = 1.0 / np.sqrt(hidden_size)
-    Wxh = rng.uniform(-bound, bound, size=(input_size, hidden_size))    # (D, H)
-    Whh = rng.uniform(-bound, bound, size=(hidden_size, hidden_size))   # (H, H)
-    bh = rng.uniform(-bound, bound, size=hidden_size)                   # (H,)
+    Wxh = rng.uniform(-bound, bound, size=(input_size, hidden_size))   # (D, H)
+    Whh = rng.uniform(-bound, bound, size=(hidden_size, hidden_size))  # (H, H)
+    bh = rng.uniform(-bound, bound, size=hidden_size)                  # (H,)
     return {"Wxh": Wxh, "Whh": Whh, "bh": bh}
 
 
@@ -75,14 +72,8 @@ def rnn_step(x_t: np.ndarray, h_prev: np.ndarray, params: dict[str, np.ndarray])
         ValueError: ``params`` missing a key or mis-shaped; ``x_t`` not ``(B, D)``; ``h_prev`` not ``(B, H)``.
     """
     Wxh, Whh, bh = _check_params(params)
-    D, H = Wxh.shape
-    x_t = np.asarray(x_t, dtype=np.float64)       # (...,)  checked below
-    if x_t.ndim != 2 or x_t.shape[1] != D:
-        raise ValueError(f"x_t must have shape (B, {D}), got {x_t.shape}")
-    h_prev = np.asarray(h_prev, dtype=np.float64)   # (...,)  checked below
-    if h_prev.shape != (x_t.shape[0], H):
-        raise ValueError(f"h_prev must have shape ({x_t.shape[0]}, {H}), got {h_prev.shape}")
-    return _step(x_t, h_prev, Wxh, Whh, bh)        # (B, H)
+    x_t, h_prev = _check_step_inputs(x_t, h_prev, *Wxh.shape)          # (B, D), (B, H)
+    return _step(x_t, h_prev, Wxh, Whh, bh)                            # (B, H)
 
 
 def rnn_forward(
@@ -103,19 +94,14 @@ def rnn_forward(
             ``h0`` not ``(B, H)``.
     """
     Wxh, Whh, bh = _check_params(params)
-    D, H = Wxh.shape
-    x = np.asarray(x, dtype=np.float64)             # (...,)  checked below
-    if x.ndim != 3 or x.shape[2] != D:
-        raise ValueError(f"x must have shape (B, T, {D}), got {x.shape}")
+    x, h0 = _check_sequence(x, h0, *Wxh.shape)                         # (B, T, D), (B, H)
     B, T, _ = x.shape
-    h0 = np.asarray(h0, dtype=np.float64)           # (...,)  checked below
-    if h0.shape != (B, H):
-        raise ValueError(f"h0 must have shape ({B}, {H}), got {h0.shape}")
-    hs = np.empty((B, T, H))                        # (B, T, H)
-    h = h0                                          # (B, H)
+    H = Wxh.shape[1]
+    hs = np.empty((B, T, H))                                           # (B, T, H)
+    h = h0                                                             # (B, H)
     for t in range(T):
-        h = _step(x[:, t], h, Wxh, Whh, bh)         # (B, H)
-        hs[:, t] = h                                # (B, H)
+        h = _step(x[:, t], h, Wxh, Whh, bh)                            # (B, H)
+        hs[:, t] = h                                                   # (B, H)
     cache = {"x": x, "h0": h0, "hs": hs, "Wxh": Wxh, "Whh": Whh}
     return hs, cache
 
@@ -135,27 +121,23 @@ def rnn_backward(dhs: np.ndarray, cache: dict) -> dict[str, np.ndarray]:
 
     Source: Werner 1990 (BPTT); Goodfellow et al., Deep Learning, section 10.2.2.
     """
-    if not isinstance(cache, dict) or not {"x", "h0", "hs", "Wxh", "Whh"} <= cache.keys():
-        raise ValueError("cache must be the cache returned by rnn_forward")
+    dhs = _check_upstream(dhs, cache)                                  # (B, T, H)
     x, h0, hs, Wxh, Whh = cache["x"], cache["h0"], cache["hs"], cache["Wxh"], cache["Whh"]
-    dhs = np.asarray(dhs, dtype=np.float64)         # (...,)  checked below
-    if dhs.shape != hs.shape:
-        raise ValueError(f"dhs must have the shape of hs {hs.shape}, got {dhs.shape}")
     B, T, H = hs.shape
-    dx = np.zeros_like(x)                           # (B, T, D)
-    dWxh = np.zeros_like(Wxh)                       # (D, H)
-    dWhh = np.zeros_like(Whh)                       # (H, H)
-    dbh = np.zeros(H)                               # (H,)
-    dh_next = np.zeros((B, H))                      # (B, H)  gradient flowing in from step t + 1
+    dx = np.zeros_like(x)                                              # (B, T, D)
+    dWxh = np.zeros_like(Wxh)                                          # (D, H)
+    dWhh = np.zeros_like(Whh)                                          # (H, H)
+    dbh = np.zeros(H)                                                  # (H,)
+    dh_next = np.zeros((B, H))                                         # (B, H)  gradient flowing in from step t + 1
     for t in reversed(range(T)):
-        dh = dhs[:, t] + dh_next                    # (B, H)
-        dpre = dh * (1.0 - hs[:, t] ** 2)           # (B, H)  tanh' from the output
-        h_prev = hs[:, t - 1] if t > 0 else h0      # (B, H)
-        dWxh += x[:, t].T @ dpre                    # (D, H)
-        dWhh += h_prev.T @ dpre                     # (H, H)
-        dbh += np.sum(dpre, axis=0)                 # (H,)
-        dx[:, t] = dpre @ Wxh.T                     # (B, D)
-        dh_next = dpre @ Whh.T                      # (B, H)
+        dh = dhs[:, t] + dh_next                                       # (B, H)
+        dpre = dh * (1.0 - hs[:, t] ** 2)                              # (B, H)  tanh' from the output
+        h_prev = hs[:, t - 1] if t > 0 else h0                         # (B, H)
+        dWxh += x[:, t].T @ dpre                                       # (D, H)
+        dWhh += h_prev.T @ dpre                                        # (H, H)
+        dbh += np.sum(dpre, axis=0)                                    # (H,)
+        dx[:, t] = dpre @ Wxh.T                                        # (B, D)
+        dh_next = dpre @ Whh.T                                         # (B, H)
     return {"x": dx, "h0": dh_next, "Wxh": dWxh, "Whh": dWhh, "bh": dbh}
 
 
@@ -163,17 +145,17 @@ def _step(
     x_t: np.ndarray, h_prev: np.ndarray, Wxh: np.ndarray, Whh: np.ndarray, bh: np.ndarray
 ) -> np.ndarray:
     """The unchecked step shared by ``rnn_step`` and ``rnn_forward``."""
-    pre = x_t @ Wxh + h_prev @ Whh + bh   # (B, H)
-    return np.tanh(pre)                   # (B, H)
+    pre = x_t @ Wxh + h_prev @ Whh + bh                                # (B, H)
+    return np.tanh(pre)                                                # (B, H)
 
 
 def _check_params(params: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(Wxh, Whh, bh)`` as float64 after checking keys and shapes, or ValueError naming ``params``."""
     if not isinstance(params, dict) or any(k not in params for k in _PARAM_KEYS):
         raise ValueError(f"params must be a dict with keys {_PARAM_KEYS}")
-    Wxh = np.asarray(params["Wxh"], dtype=np.float64)   # (...,)  checked below
-    Whh = np.asarray(params["Whh"], dtype=np.float64)   # (...,)  checked below
-    bh = np.asarray(params["bh"], dtype=np.float64)     # (...,)  checked below
+    Wxh = np.asarray(params["Wxh"], dtype=np.float64)                  # (...,)  checked below
+    Whh = np.asarray(params["Whh"], dtype=np.float64)                  # (...,)  checked below
+    bh = np.asarray(params["bh"], dtype=np.float64)                    # (...,)  checked below
     if Wxh.ndim != 2:
         raise ValueError(f"params['Wxh'] must be 2-D (D, H), got shape {Wxh.shape}")
     H = Wxh.shape[1]
@@ -182,6 +164,42 @@ def _check_params(params: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray
     if bh.shape != (H,):
         raise ValueError(f"params['bh'] must have shape ({H},), got {bh.shape}")
     return Wxh, Whh, bh
+
+
+def _check_sizes(input_size: int, hidden_size: int) -> None:
+    if not (_is_int(input_size) and input_size >= 1):
+        raise ValueError(f"input_size must be an integer >= 1, got {input_size!r}")
+    if not (_is_int(hidden_size) and hidden_size >= 1):
+        raise ValueError(f"hidden_size must be an integer >= 1, got {hidden_size!r}")
+
+
+def _check_step_inputs(x_t: np.ndarray, h_prev: np.ndarray, D: int, H: int) -> tuple[np.ndarray, np.ndarray]:
+    x_t = np.asarray(x_t, dtype=np.float64)                            # (...,)  checked below
+    if x_t.ndim != 2 or x_t.shape[1] != D:
+        raise ValueError(f"x_t must have shape (B, {D}), got {x_t.shape}")
+    h_prev = np.asarray(h_prev, dtype=np.float64)                      # (...,)  checked below
+    if h_prev.shape != (x_t.shape[0], H):
+        raise ValueError(f"h_prev must have shape ({x_t.shape[0]}, {H}), got {h_prev.shape}")
+    return x_t, h_prev
+
+
+def _check_sequence(x: np.ndarray, h0: np.ndarray, D: int, H: int) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(x, dtype=np.float64)                                # (...,)  checked below
+    if x.ndim != 3 or x.shape[2] != D:
+        raise ValueError(f"x must have shape (B, T, {D}), got {x.shape}")
+    h0 = np.asarray(h0, dtype=np.float64)                              # (...,)  checked below
+    if h0.shape != (x.shape[0], H):
+        raise ValueError(f"h0 must have shape ({x.shape[0]}, {H}), got {h0.shape}")
+    return x, h0
+
+
+def _check_upstream(dhs: np.ndarray, cache: dict) -> np.ndarray:
+    if not isinstance(cache, dict) or not {"x", "h0", "hs", "Wxh", "Whh"} <= cache.keys():
+        raise ValueError("cache must be the cache returned by rnn_forward")
+    dhs = np.asarray(dhs, dtype=np.float64)                            # (...,)  checked below
+    if dhs.shape != cache["hs"].shape:
+        raise ValueError(f"dhs must have the shape of hs {cache['hs'].shape}, got {dhs.shape}")
+    return dhs
 
 
 def _is_int(value: object) -> bool:

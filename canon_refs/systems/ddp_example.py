@@ -42,11 +42,6 @@ from torch import Tensor, nn
 __all__ = ["SimulatedDDP", "all_reduce_mean", "allreduce_gradients", "shard_indices"]
 
 
-def _check_world(world: int) -> None:
-    if not isinstance(world, int) or isinstance(world, bool) or world < 1:
-        raise ValueError(f"world must be an int >= 1, got {world!r}")
-
-
 def shard_indices(n: int, world: int, rank: int) -> Tensor:
     """The contiguous block of sample indices owned by ``rank``: ``[rank*n/world, (rank+1)*n/world)``.
 
@@ -62,13 +57,10 @@ def shard_indices(n: int, world: int, rank: int) -> Tensor:
         ValueError: ``world < 1``; ``rank`` outside ``[0, world)``; ``n`` negative or not divisible by
             ``world`` (unequal shards would break the mean-of-means identity).
     """
-    _check_world(world)
-    if not isinstance(rank, int) or not 0 <= rank < world:
-        raise ValueError(f"rank must lie in [0, world={world}), got {rank!r}")
-    if not isinstance(n, int) or n < 0 or n % world != 0:
-        raise ValueError(f"n must be a non-negative multiple of world={world}, got {n!r}")
+    _check_shard(n, world, rank)
     per_rank = n // world
-    return torch.arange(rank * per_rank, (rank + 1) * per_rank, dtype=torch.long)  # (n//world,)
+    start = rank * per_rank
+    return torch.arange(start, start + per_rank, dtype=torch.long)  # (n//world,)
 
 
 def all_reduce_mean(per_rank: list[Tensor]) -> list[Tensor]:
@@ -79,26 +71,17 @@ def all_reduce_mean(per_rank: list[Tensor]) -> list[Tensor]:
 
     Returns:
         ``list[world]`` of independent ``(...)`` tensors, bitwise equal to each other, in the input dtype.
-        float16/bfloat16 are summed in float32 (upcast): two fp16 gradients of 6e4 sum to 1.2e5, past
-        the fp16 maximum 65504, so a plain fp16 sum returns inf where the mean is a finite 6e4.
+        float16/bfloat16 are summed in float32 (upcast), so the mean of large half-precision gradients
+        (6e4 on every rank) stays finite.
 
     Raises:
         ValueError: ``per_rank`` empty, not tensors, or of mismatched shapes or dtypes.
     """
-    if not isinstance(per_rank, (list, tuple)) or len(per_rank) == 0:
-        raise ValueError("per_rank must be a non-empty list of tensors, one per rank")
-    first = per_rank[0]
-    for r, t in enumerate(per_rank):
-        if not isinstance(t, Tensor):
-            raise ValueError(f"per_rank[{r}] must be a tensor, got {type(t).__name__}")
-        if t.shape != first.shape or t.dtype != first.dtype:
-            raise ValueError(
-                f"per_rank[{r}] is {t.dtype} {tuple(t.shape)}, but per_rank[0] is {first.dtype} {tuple(first.shape)}"
-            )
-    dtype = first.dtype
+    _check_per_rank(per_rank)
+    dtype = per_rank[0].dtype
     compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-    stacked = torch.stack([t.to(compute) for t in per_rank])          # (world, ...)
-    mean = (stacked.sum(dim=0) / len(per_rank)).to(dtype)              # (...,)
+    stacked = torch.stack([t.to(compute) for t in per_rank])        # (world, ...)
+    mean = (stacked.sum(dim=0) / len(per_rank)).to(dtype)           # (...,)
     return [mean.clone() for _ in per_rank]                            # list[world]
 
 
@@ -119,10 +102,7 @@ class SimulatedDDP:
 
     def __init__(self, model: nn.Module, world: int, lr: float, optimizer: Literal["sgd", "adamw"] = "sgd") -> None:
         _check_world(world)
-        if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-            raise ValueError(f"lr must be finite and > 0, got {lr!r}")
-        if optimizer not in ("sgd", "adamw"):
-            raise ValueError(f"optimizer must be 'sgd' or 'adamw', got {optimizer!r}")
+        _check_optimizer(lr, optimizer)
         self.world = world
         self.replicas: list[nn.Module] = [copy.deepcopy(model) for _ in range(world)]
         make = torch.optim.SGD if optimizer == "sgd" else torch.optim.AdamW
@@ -140,20 +120,15 @@ class SimulatedDDP:
 
         Raises:
             ValueError: ``x`` and ``y`` with different batch sizes, or ``B`` not divisible by ``world``;
-                raised before any replica is touched.
+                raised before any replica is touched. ``x`` and ``y`` are not modified.
         """
-        if not isinstance(x, Tensor) or not isinstance(y, Tensor) or x.ndim == 0 or y.ndim == 0:
-            raise ValueError("x and y must be tensors with a leading batch dimension")
-        if x.shape[0] != y.shape[0]:
-            raise ValueError(f"x has batch {x.shape[0]} but y has batch {y.shape[0]}")
+        _check_global_batch(x, y, self.world)
         B = x.shape[0]
-        if B % self.world != 0 or B == 0:
-            raise ValueError(f"x: the batch size {B} must be a positive multiple of world={self.world}")
         losses = []
         for rank, (replica, opt) in enumerate(zip(self.replicas, self.optimizers)):
-            idx = shard_indices(B, self.world, rank)                   # (B//world,)
+            idx = shard_indices(B, self.world, rank)                # (B//world,)
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(replica(x[idx]), y[idx])                    # ()
+            loss = loss_fn(replica(x[idx]), y[idx])                 # ()
             loss.backward()
             losses.append(float(loss.detach()))
         per_param = zip(*(list(rep.parameters()) for rep in self.replicas))
@@ -199,3 +174,45 @@ def allreduce_gradients(model: nn.Module) -> None:
             continue
         dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
         param.grad.div_(world)
+
+
+def _check_world(world: int) -> None:
+    if not isinstance(world, int) or isinstance(world, bool) or world < 1:
+        raise ValueError(f"world must be an int >= 1, got {world!r}")
+
+
+def _check_shard(n: int, world: int, rank: int) -> None:
+    _check_world(world)
+    if not isinstance(rank, int) or not 0 <= rank < world:
+        raise ValueError(f"rank must lie in [0, world={world}), got {rank!r}")
+    if not isinstance(n, int) or n < 0 or n % world != 0:
+        raise ValueError(f"n must be a non-negative multiple of world={world}, got {n!r}")
+
+
+def _check_per_rank(per_rank: list[Tensor]) -> None:
+    if not isinstance(per_rank, (list, tuple)) or len(per_rank) == 0:
+        raise ValueError("per_rank must be a non-empty list of tensors, one per rank")
+    first = per_rank[0]
+    for r, t in enumerate(per_rank):
+        if not isinstance(t, Tensor):
+            raise ValueError(f"per_rank[{r}] must be a tensor, got {type(t).__name__}")
+        if t.shape != first.shape or t.dtype != first.dtype:
+            raise ValueError(
+                f"per_rank[{r}] is {t.dtype} {tuple(t.shape)}, but per_rank[0] is {first.dtype} {tuple(first.shape)}"
+            )
+
+
+def _check_optimizer(lr: float, optimizer: str) -> None:
+    if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
+    if optimizer not in ("sgd", "adamw"):
+        raise ValueError(f"optimizer must be 'sgd' or 'adamw', got {optimizer!r}")
+
+
+def _check_global_batch(x: Tensor, y: Tensor, world: int) -> None:
+    if not isinstance(x, Tensor) or not isinstance(y, Tensor) or x.ndim == 0 or y.ndim == 0:
+        raise ValueError("x and y must be tensors with a leading batch dimension")
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"x has batch {x.shape[0]} but y has batch {y.shape[0]}")
+    if x.shape[0] % world != 0 or x.shape[0] == 0:
+        raise ValueError(f"x: the batch size {x.shape[0]} must be a positive multiple of world={world}")

@@ -39,23 +39,6 @@ from torch import Tensor, nn
 __all__ = ["ColumnParallelLinear", "ParallelMLP", "RowParallelLinear"]
 
 
-def _check_sizes(in_features: int, out_features: int, world: int, split: str) -> None:
-    """``world >= 1``, positive widths, and the split width divisible by ``world``."""
-    if not isinstance(world, int) or isinstance(world, bool) or world < 1:
-        raise ValueError(f"world must be an int >= 1, got {world!r}")
-    for name, value in (("in_features", in_features), ("out_features", out_features)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-    size = out_features if split == "out_features" else in_features
-    if size % world != 0:
-        raise ValueError(f"{split}={size} must be divisible by world={world}")
-
-
-def _dense_init(in_features: int, out_features: int, bias: bool) -> nn.Linear:
-    """An ``nn.Linear`` initialised as torch does; its tensors are split into shards."""
-    return nn.Linear(in_features, out_features, bias=bias)
-
-
 class ColumnParallelLinear(nn.Module):
     """``Linear(in, out)`` with the output features split across ``world`` ranks.
 
@@ -104,20 +87,18 @@ class ColumnParallelLinear(nn.Module):
     def forward(self, x: Tensor) -> Tensor | list[Tensor]:
         """``x (..., in)`` -> ``(..., out)`` when gathering, else ``list[world]`` of ``(..., out/world)``.
 
-        Raises ValueError when the last dim of ``x`` is not ``in_features``.
+        Raises ValueError when the last dim of ``x`` is not ``in_features``. ``x`` is not modified.
         """
-        if not isinstance(x, Tensor) or x.ndim == 0 or x.shape[-1] != self.in_features:
-            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(f"x must end in in_features={self.in_features}, got {shape}")
+        _check_input(x, self.in_features)
         outputs = []
         for r, weight in enumerate(self.weight_shards):
-            y = x @ weight.mT                                          # (..., out//world)
+            y = x @ weight.mT                        # (..., out//world)
             if self.bias_shards is not None:
-                y = y + self.bias_shards[r]                            # (..., out//world)
+                y = y + self.bias_shards[r]          # (..., out//world)
             outputs.append(y)
         if not self.gather_output:
             return outputs
-        return torch.cat(outputs, dim=-1)                              # (..., out)
+        return torch.cat(outputs, dim=-1)            # (..., out)
 
 
 class RowParallelLinear(nn.Module):
@@ -168,29 +149,20 @@ class RowParallelLinear(nn.Module):
 
         Raises:
             ValueError: a tensor where shards are expected or the reverse, a wrong number of shards, a
-                shard or input of the wrong width, or shards whose leading shapes differ.
+                shard or input of the wrong width, or shards whose leading shapes differ. ``x`` is not modified.
         """
         width = self.in_features // self.world
         if self.input_is_parallel:
-            if not isinstance(x, (list, tuple)) or len(x) != self.world:
-                count = len(x) if isinstance(x, (list, tuple)) else type(x).__name__
-                raise ValueError(f"x must be a list of world={self.world} input shards, got {count}")
+            _check_shard_list(x, self.world)
             shards = list(x)
         else:
-            if not isinstance(x, Tensor) or x.ndim == 0 or x.shape[-1] != self.in_features:
-                shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-                raise ValueError(f"x must be a tensor ending in in_features={self.in_features}, got {shape}")
+            _check_input(x, self.in_features)
             shards = list(x.split(width, dim=-1))                      # list[world]
-        for r, shard in enumerate(shards):
-            if not isinstance(shard, Tensor) or shard.ndim == 0 or shard.shape[-1] != width:
-                raise ValueError(f"x[{r}] must end in in_features/world={width}")
-            if shard.shape[:-1] != shards[0].shape[:-1]:
-                raise ValueError(f"x[{r}] has leading shape {tuple(shard.shape[:-1])}, x[0] has "
-                                 f"{tuple(shards[0].shape[:-1])}")
+        _check_shards(shards, width)
         partials = [s @ w.mT for s, w in zip(shards, self.weight_shards)]  # list[world]
-        y = torch.stack(partials, dim=0).sum(dim=0)                    # (..., out)
+        y = torch.stack(partials, dim=0).sum(dim=0)  # (..., out)
         if self.bias is not None:
-            y = y + self.bias                                          # (..., out)
+            y = y + self.bias                        # (..., out)
         return y
 
 
@@ -211,8 +183,7 @@ class ParallelMLP(nn.Module):
 
     def __init__(self, fc1: nn.Linear, fc2: nn.Linear, world: int) -> None:
         super().__init__()
-        if fc2.in_features != fc1.out_features:
-            raise ValueError(f"fc2.in_features={fc2.in_features} must equal fc1.out_features={fc1.out_features}")
+        _check_chain(fc1, fc2)
         self.fc1 = ColumnParallelLinear.from_linear(fc1, world, gather_output=False)
         self.fc2 = RowParallelLinear.from_linear(fc2, world, input_is_parallel=True)
         self.n_all_reduce = 0
@@ -222,4 +193,47 @@ class ParallelMLP(nn.Module):
         hidden = self.fc1(x)                                           # list[world]
         activated = [F.gelu(h) for h in hidden]                        # list[world]
         self.n_all_reduce += 1
-        return self.fc2(activated)                                     # (..., d)
+        return self.fc2(activated)                   # (..., d)
+
+
+def _check_input(x: Tensor, in_features: int) -> None:
+    if not isinstance(x, Tensor) or x.ndim == 0 or x.shape[-1] != in_features:
+        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"x must be a tensor ending in in_features={in_features}, got {shape}")
+
+
+def _check_shard_list(x: object, world: int) -> None:
+    if not isinstance(x, (list, tuple)) or len(x) != world:
+        count = len(x) if isinstance(x, (list, tuple)) else type(x).__name__
+        raise ValueError(f"x must be a list of world={world} input shards, got {count}")
+
+
+def _check_shards(shards: list[Tensor], width: int) -> None:
+    for r, shard in enumerate(shards):
+        if not isinstance(shard, Tensor) or shard.ndim == 0 or shard.shape[-1] != width:
+            raise ValueError(f"x[{r}] must end in in_features/world={width}")
+        if shard.shape[:-1] != shards[0].shape[:-1]:
+            raise ValueError(f"x[{r}] has leading shape {tuple(shard.shape[:-1])}, x[0] has "
+                             f"{tuple(shards[0].shape[:-1])}")
+
+
+def _check_chain(fc1: nn.Linear, fc2: nn.Linear) -> None:
+    if fc2.in_features != fc1.out_features:
+        raise ValueError(f"fc2.in_features={fc2.in_features} must equal fc1.out_features={fc1.out_features}")
+
+
+def _check_sizes(in_features: int, out_features: int, world: int, split: str) -> None:
+    """``world >= 1``, positive widths, and the split width divisible by ``world``."""
+    if not isinstance(world, int) or isinstance(world, bool) or world < 1:
+        raise ValueError(f"world must be an int >= 1, got {world!r}")
+    for name, value in (("in_features", in_features), ("out_features", out_features)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    size = out_features if split == "out_features" else in_features
+    if size % world != 0:
+        raise ValueError(f"{split}={size} must be divisible by world={world}")
+
+
+def _dense_init(in_features: int, out_features: int, bias: bool) -> nn.Linear:
+    """An ``nn.Linear`` initialised as torch does; its tensors are split into shards."""
+    return nn.Linear(in_features, out_features, bias=bias)

@@ -37,11 +37,6 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def _check_int(name: str, value: int, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
 def conv_output_size(size: int, kernel: int, stride: int = 1, padding: int = 0) -> int:
     """Output length along one axis: ``(size + 2*padding - kernel) // stride + 1``.
 
@@ -51,20 +46,8 @@ def conv_output_size(size: int, kernel: int, stride: int = 1, padding: int = 0) 
 
     Source: Dumoulin & Visin (2016), "A guide to convolution arithmetic", relationship 6.
     """
-    _check_int("size", size, 1)
-    _check_int("kernel", kernel, 1)
-    _check_int("stride", stride, 1)
-    _check_int("padding", padding, 0)
-    if kernel > size + 2 * padding:
-        raise ValueError(f"kernel {kernel} is larger than the padded input {size} + 2*{padding}")
+    _check_geometry(size, kernel, stride, padding)
     return (size + 2 * padding - kernel) // stride + 1
-
-
-def _check_x(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)                              # (N, C, H_in, W_in)
-    if x.ndim != 4:
-        raise ValueError(f"x must be 4-D (N, C, H_in, W_in), got shape {x.shape}")
-    return x
 
 
 def im2col(x: np.ndarray, kh: int, kw: int, stride: int = 1, padding: int = 0) -> np.ndarray:
@@ -94,12 +77,12 @@ def im2col(x: np.ndarray, kh: int, kw: int, stride: int = 1, padding: int = 0) -
     H_out = conv_output_size(H_in, kh, stride, padding)
     W_out = conv_output_size(W_in, kw, stride, padding)
     pads = ((0, 0), (0, 0), (padding, padding), (padding, padding))
-    xp = np.pad(x, pads)                                             # (N, C, H_p, W_p)
-    cols = np.empty((N, C, kh, kw, H_out, W_out))                    # (N, C, kh, kw, H_out, W_out)
+    xp = np.pad(x, pads)                                                 # (N, C, H_p, W_p)
+    cols = np.empty((N, C, kh, kw, H_out, W_out))                        # (N, C, kh, kw, H_out, W_out)
     for offset in range(kh * kw):  # kernel offsets only; each slice covers the whole batch
         i, j = divmod(offset, kw)
         cols[:, :, i, j] = xp[:, :, i : i + stride * H_out : stride, j : j + stride * W_out : stride]
-    return cols.reshape(N, C * kh * kw, H_out * W_out)               # (N, C*kh*kw, H_out*W_out)
+    return cols.reshape(N, C * kh * kw, H_out * W_out)                   # (N, C*kh*kw, H_out*W_out)
 
 
 def col2im(
@@ -121,19 +104,13 @@ def col2im(
 
     Source: the transpose of the unfolding in Chellapilla et al. (2006); ``dx`` of a convolution.
     """
-    if len(x_shape) != 4:
-        raise ValueError(f"x_shape must be (N, C, H_in, W_in), got {x_shape}")
-    _check_int("kh", kh, 1)
-    _check_int("kw", kw, 1)
+    cols = _check_cols(cols, x_shape, kh, kw, stride, padding)           # (N, C*kh*kw, H_out*W_out)
     N, C, H_in, W_in = (int(s) for s in x_shape)
     H_out = conv_output_size(H_in, kh, stride, padding)
     W_out = conv_output_size(W_in, kw, stride, padding)
-    cols = np.asarray(cols, dtype=np.float64)                        # (N, C*kh*kw, H_out*W_out)
-    if cols.shape != (N, C * kh * kw, H_out * W_out):
-        raise ValueError(f"cols must have shape {(N, C * kh * kw, H_out * W_out)}, got {cols.shape}")
-    cols6 = cols.reshape(N, C, kh, kw, H_out, W_out)                 # (N, C, kh, kw, H_out, W_out)
+    cols6 = cols.reshape(N, C, kh, kw, H_out, W_out)                     # (N, C, kh, kw, H_out, W_out)
     H_p, W_p = H_in + 2 * padding, W_in + 2 * padding
-    xp = np.zeros((N, C, H_p, W_p))                                  # (N, C, H_p, W_p)
+    xp = np.zeros((N, C, H_p, W_p))                                      # (N, C, H_p, W_p)
     for offset in range(kh * kw):
         i, j = divmod(offset, kw)
         xp[:, :, i : i + stride * H_out : stride, j : j + stride * W_out : stride] += cols6[:, :, i, j]
@@ -161,29 +138,18 @@ def conv2d_forward(
 
     Source: torch.nn.functional.conv2d semantics, computed by im2col + one matmul.
     """
-    x = _check_x(x)
-    w = np.asarray(w, dtype=np.float64)                              # (C_out, C, kh, kw)
-    if w.ndim != 4:
-        raise ValueError(f"w must be 4-D (C_out, C, kh, kw), got shape {w.shape}")
+    x, w, b = _check_conv_args(x, w, b, stride, padding)                 # (N, C, H_in, W_in), (C_out, C, kh, kw), (C_out,) or None
     N, C, H_in, W_in = x.shape
-    C_out, C_w, kh, kw = w.shape
-    if C_w != C:
-        raise ValueError(f"w has {C_w} input channels but x has C = {C}")
-    if b is not None:
-        b = np.asarray(b, dtype=np.float64)                          # (C_out,)
-        if b.shape != (C_out,):
-            raise ValueError(f"b must have shape (C_out,) = ({C_out},), got {b.shape}")
-    _check_int("stride", stride, 1)
-    _check_int("padding", padding, 0)
+    C_out, _, kh, kw = w.shape
     H_out = conv_output_size(H_in, kh, stride, padding)
     W_out = conv_output_size(W_in, kw, stride, padding)
 
-    cols = im2col(x, kh, kw, stride, padding)                        # (N, C*kh*kw, H_out*W_out)
-    w_mat = w.reshape(C_out, C * kh * kw)                            # (C_out, C*kh*kw)
-    y = w_mat @ cols                                                 # (N, C_out, H_out*W_out)
+    cols = im2col(x, kh, kw, stride, padding)                            # (N, C*kh*kw, H_out*W_out)
+    w_mat = w.reshape(C_out, C * kh * kw)                                # (C_out, C*kh*kw)
+    y = w_mat @ cols                                                     # (N, C_out, H_out*W_out)
     if b is not None:
-        y += b[None, :, None]                                        # (N, C_out, H_out*W_out)
-    y = y.reshape(N, C_out, H_out, W_out)                            # (N, C_out, H_out, W_out)
+        y += b[None, :, None]                                            # (N, C_out, H_out*W_out)
+    y = y.reshape(N, C_out, H_out, W_out)                                # (N, C_out, H_out, W_out)
     cache = {"cols": cols, "w": w, "x_shape": x.shape, "stride": stride, "padding": padding, "has_bias": b is not None}
     return y, cache
 
@@ -202,28 +168,24 @@ def conv2d_backward(dy: np.ndarray, cache: dict) -> tuple[np.ndarray, np.ndarray
     Raises:
         ValueError: ``dy`` shape differs from the forward output's, or ``cache`` is not a forward cache.
 
-    Source: the chain rule through ``y = w_mat @ cols``: ``dw_mat = sum_n dy_n @ cols_n^T``,
-    ``dcols = w_mat^T @ dy``, ``dx = col2im(dcols)``.
+    Source: the chain rule through the forward's im2col matmul (Chellapilla et al., 2006).
     """
-    if not isinstance(cache, dict) or "cols" not in cache:
-        raise ValueError("cache must be the dict returned by conv2d_forward")
+    _check_cache(cache)
     cols, w = cache["cols"], cache["w"]
     stride, padding = cache["stride"], cache["padding"]
     N, C, H_in, W_in = cache["x_shape"]
     C_out, _, kh, kw = w.shape
     H_out = conv_output_size(H_in, kh, stride, padding)
     W_out = conv_output_size(W_in, kw, stride, padding)
-    dy = np.asarray(dy, dtype=np.float64)                            # (N, C_out, H_out, W_out)
-    if dy.shape != (N, C_out, H_out, W_out):
-        raise ValueError(f"dy must have the forward output's shape {(N, C_out, H_out, W_out)}, got {dy.shape}")
+    dy = _check_dy(dy, (N, C_out, H_out, W_out))                         # (N, C_out, H_out, W_out)
 
-    dy_mat = dy.reshape(N, C_out, H_out * W_out)                     # (N, C_out, H_out*W_out)
-    db = dy.sum(axis=(0, 2, 3)) if cache["has_bias"] else None       # (C_out,)
-    dw_mat = np.tensordot(dy_mat, cols, axes=([0, 2], [0, 2]))       # (C_out, C*kh*kw)
-    dw = dw_mat.reshape(C_out, C, kh, kw)                            # (C_out, C, kh, kw)
-    w_mat = w.reshape(C_out, C * kh * kw)                            # (C_out, C*kh*kw)
-    dcols = w_mat.transpose(1, 0) @ dy_mat                           # (N, C*kh*kw, H_out*W_out)
-    dx = col2im(dcols, (N, C, H_in, W_in), kh, kw, stride, padding)  # (N, C, H_in, W_in)
+    dy_mat = dy.reshape(N, C_out, H_out * W_out)                         # (N, C_out, H_out*W_out)
+    db = dy.sum(axis=(0, 2, 3)) if cache["has_bias"] else None           # (C_out,)
+    dw_mat = np.tensordot(dy_mat, cols, axes=([0, 2], [0, 2]))           # (C_out, C*kh*kw)
+    dw = dw_mat.reshape(C_out, C, kh, kw)                                # (C_out, C, kh, kw)
+    w_mat = w.reshape(C_out, C * kh * kw)                                # (C_out, C*kh*kw)
+    dcols = w_mat.transpose(1, 0) @ dy_mat                               # (N, C*kh*kw, H_out*W_out)
+    dx = col2im(dcols, (N, C, H_in, W_in), kh, kw, stride, padding)      # (N, C, H_in, W_in)
     return dx, dw, db
 
 
@@ -238,14 +200,9 @@ def conv2d_flops(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: int
 
     Source: the usual multiply-add convention (2 FLOPs per MAC), e.g. the seed canon's item #16.
     """
-    if len(x_shape) != 4:
-        raise ValueError(f"x_shape must be (N, C, H_in, W_in), got {x_shape}")
-    if len(w_shape) != 4:
-        raise ValueError(f"w_shape must be (C_out, C, kh, kw), got {w_shape}")
+    _check_shapes(x_shape, w_shape)
     N, C, H_in, W_in = x_shape
-    C_out, C_w, kh, kw = w_shape
-    if C_w != C:
-        raise ValueError(f"w_shape has {C_w} input channels but x_shape has C = {C}")
+    C_out, _, kh, kw = w_shape
     H_out = conv_output_size(H_in, kh, stride, padding)
     W_out = conv_output_size(W_in, kw, stride, padding)
     return int(2 * N * C_out * H_out * W_out * C * kh * kw)
@@ -254,8 +211,8 @@ def conv2d_flops(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: int
 def receptive_field(layers: Sequence[tuple[int, int]]) -> int:
     """Receptive field of a stack of ``(kernel, stride)`` layers, in input pixels along one axis.
 
-    ``1 + sum_l (k_l - 1) * prod_{j<l} s_j``: layer ``l`` widens the field by ``k_l - 1`` steps of
-    its input grid, whose spacing is the product of the earlier strides. Padding does not matter.
+    The number of input pixels one output pixel of the last layer depends on (three 3x3 stride-1
+    layers see 7). Padding does not matter.
 
     Raises:
         ValueError: an entry of ``layers`` is not a pair with kernel >= 1 and stride >= 1.
@@ -263,13 +220,97 @@ def receptive_field(layers: Sequence[tuple[int, int]]) -> int:
     Source: Araujo, Norris & Sim (2019), "Computing receptive fields of convolutional neural
     networks", eq. 2.
     """
+    _check_layers(layers)
     field, jump = 1, 1
+    for k, s in layers:
+        field += (k - 1) * jump  # layer l widens the field by k - 1 steps of its input grid
+        jump *= s
+    return field
+
+# ---------------------------------------------------------------------------------------------------
+# Input checks
+# ---------------------------------------------------------------------------------------------------
+
+
+def _check_int(name: str, value: int, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_geometry(size: int, kernel: int, stride: int, padding: int) -> None:
+    _check_int("size", size, 1)
+    _check_int("kernel", kernel, 1)
+    _check_int("stride", stride, 1)
+    _check_int("padding", padding, 0)
+    if kernel > size + 2 * padding:
+        raise ValueError(f"kernel {kernel} is larger than the padded input {size} + 2*{padding}")
+
+
+def _check_x(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)                                  # (N, C, H_in, W_in)
+    if x.ndim != 4:
+        raise ValueError(f"x must be 4-D (N, C, H_in, W_in), got shape {x.shape}")
+    return x
+
+
+def _check_cols(
+    cols: np.ndarray, x_shape: tuple[int, int, int, int], kh: int, kw: int, stride: int, padding: int
+) -> np.ndarray:
+    if len(x_shape) != 4:
+        raise ValueError(f"x_shape must be (N, C, H_in, W_in), got {x_shape}")
+    _check_int("kh", kh, 1)
+    _check_int("kw", kw, 1)
+    N, C, H_in, W_in = (int(s) for s in x_shape)
+    L = conv_output_size(H_in, kh, stride, padding) * conv_output_size(W_in, kw, stride, padding)
+    cols = np.asarray(cols, dtype=np.float64)                            # (N, C*kh*kw, H_out*W_out)
+    if cols.shape != (N, C * kh * kw, L):
+        raise ValueError(f"cols must have shape {(N, C * kh * kw, L)}, got {cols.shape}")
+    return cols
+
+
+def _check_conv_args(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: int, padding: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``x``, ``w`` (and ``b``) as float64 with consistent shapes; ``stride >= 1``, ``padding >= 0``."""
+    x = _check_x(x)                                                      # (N, C, H_in, W_in)
+    w = np.asarray(w, dtype=np.float64)                                  # (C_out, C, kh, kw)
+    if w.ndim != 4:
+        raise ValueError(f"w must be 4-D (C_out, C, kh, kw), got shape {w.shape}")
+    if w.shape[1] != x.shape[1]:
+        raise ValueError(f"w has {w.shape[1]} input channels but x has C = {x.shape[1]}")
+    if b is not None:
+        b = np.asarray(b, dtype=np.float64)                              # (C_out,)
+        if b.shape != (w.shape[0],):
+            raise ValueError(f"b must have shape (C_out,) = ({w.shape[0]},), got {b.shape}")
+    _check_int("stride", stride, 1)
+    _check_int("padding", padding, 0)
+    return x, w, b
+
+
+def _check_cache(cache: dict) -> None:
+    if not isinstance(cache, dict) or "cols" not in cache:
+        raise ValueError("cache must be the dict returned by conv2d_forward")
+
+
+def _check_dy(dy: np.ndarray, shape: tuple[int, int, int, int]) -> np.ndarray:
+    dy = np.asarray(dy, dtype=np.float64)                                # (N, C_out, H_out, W_out)
+    if dy.shape != shape:
+        raise ValueError(f"dy must have the forward output's shape {shape}, got {dy.shape}")
+    return dy
+
+
+def _check_shapes(x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> None:
+    if len(x_shape) != 4:
+        raise ValueError(f"x_shape must be (N, C, H_in, W_in), got {x_shape}")
+    if len(w_shape) != 4:
+        raise ValueError(f"w_shape must be (C_out, C, kh, kw), got {w_shape}")
+    if w_shape[1] != x_shape[1]:
+        raise ValueError(f"w_shape has {w_shape[1]} input channels but x_shape has C = {x_shape[1]}")
+
+
+def _check_layers(layers: Sequence[tuple[int, int]]) -> None:
     for layer in layers:
         if len(layer) != 2:
             raise ValueError(f"layers must hold (kernel, stride) pairs, got {layer!r}")
-        k, s = layer
-        if k < 1 or s < 1:
+        if layer[0] < 1 or layer[1] < 1:
             raise ValueError(f"layers entries need kernel >= 1 and stride >= 1, got {layer!r}")
-        field += (k - 1) * jump
-        jump *= s
-    return field

@@ -38,6 +38,8 @@ from torch import Tensor, nn
 class TinyCNN(nn.Module):
     """``conv3x3(C->w) - ReLU - maxpool2 - conv3x3(w->2w) - ReLU - global avg pool - Linear(2w, K)``.
 
+    Both convolutions are 3x3 with padding 1 (``nn.Conv2d``); the head is one ``nn.Linear``.
+
     Args:
         in_channels: ``C``, channels of the input images.
         n_classes: ``K``, number of logits.
@@ -55,9 +57,7 @@ class TinyCNN(nn.Module):
 
     def __init__(self, in_channels: int = 1, n_classes: int = 4, width: int = 16) -> None:
         super().__init__()
-        for name, value in (("in_channels", in_channels), ("n_classes", n_classes), ("width", width)):
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+        _check_sizes(in_channels=in_channels, n_classes=n_classes, width=width)
         self.in_channels = in_channels
         self.conv1 = nn.Conv2d(in_channels, width, kernel_size=3, padding=1)
         self.pool = nn.MaxPool2d(2)
@@ -66,26 +66,12 @@ class TinyCNN(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, C, H_in, W_in) -> (B, K)`` logits."""
-        if x.dim() != 4:
-            raise ValueError(f"x must be 4-D (B, C, H_in, W_in), got shape {tuple(x.shape)}")
-        if x.shape[1] != self.in_channels:
-            raise ValueError(f"x has {x.shape[1]} channels but in_channels = {self.in_channels}")
-        if x.shape[2] < 2 or x.shape[3] < 2:
-            raise ValueError(f"x must be at least 2x2 for the 2x2 max-pool, got {tuple(x.shape[2:])}")
-        h = F.relu(self.conv1(x))                                # (B, w, H_in, W_in)
-        h = self.pool(h)                                         # (B, w, H_in // 2, W_in // 2)
-        h = F.relu(self.conv2(h))                                # (B, 2*w, H_in // 2, W_in // 2)
-        h = h.mean(dim=(2, 3))                                   # (B, 2*w)
-        return self.head(h)                                      # (B, n_classes)
-
-
-def _check_data(X: Tensor, y: Tensor, batch_size: int) -> None:
-    if len(X) != len(y):
-        raise ValueError(f"X and y must have the same length, got len(X) = {len(X)} and len(y) = {len(y)}")
-    if len(X) == 0:
-        raise ValueError("X must hold at least one example")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        _check_images(x, self.in_channels)
+        h = F.relu(self.conv1(x))                          # (B, w, H_in, W_in)
+        h = self.pool(h)                                   # (B, w, H_in // 2, W_in // 2)
+        h = F.relu(self.conv2(h))                          # (B, 2*w, H_in // 2, W_in // 2)
+        h = h.mean(dim=(2, 3))                             # (B, 2*w)
+        return self.head(h)                                # (B, n_classes)
 
 
 def train_cnn(
@@ -100,9 +86,9 @@ def train_cnn(
 ) -> dict[str, list[float]]:
     """Train ``model`` with AdamW on ``F.cross_entropy(model(X_batch), y_batch)``.
 
-    Batches are consecutive slices of a fresh random permutation per epoch, drawn from a private
-    ``torch.Generator`` seeded with ``seed`` (the global RNG is not touched, so the weights decide
-    the initialisation and ``seed`` decides the batch order).
+    The batch order comes from a private ``torch.Generator`` seeded with ``seed``; the global RNG is
+    not touched, so the weights decide the initialisation and ``seed`` decides the batch order (the
+    reference takes consecutive slices of a fresh random permutation per epoch).
 
     Args:
         model: any module mapping ``(B, C, H_in, W_in)`` to ``(B, K)`` logits.
@@ -112,8 +98,8 @@ def train_cnn(
         seed: seed of the batch-order generator.
 
     Returns:
-        ``{"losses": [...]}``, the training loss of each step (``steps`` floats). The model is left
-        in the mode it was in before the call.
+        A dict whose ``"losses"`` entry lists the training loss of each step (``steps`` floats, before
+        each update); other keys are allowed. The model is left in the mode it was in before the call.
 
     Raises:
         ValueError: ``len(X) != len(y)``, empty ``X``, ``steps < 1``, ``batch_size < 1``, ``lr <= 0``.
@@ -121,10 +107,7 @@ def train_cnn(
     Source: the standard PyTorch training loop; AdamW from Loshchilov & Hutter (2019).
     """
     _check_data(X, y, batch_size)
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
-    if not (lr > 0):
-        raise ValueError(f"lr must be > 0, got {lr}")
+    _check_schedule(steps, lr)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     n = len(X)
@@ -132,16 +115,16 @@ def train_cnn(
     was_training = model.training
     model.train()
     losses: list[float] = []
-    perm = torch.randperm(n, generator=gen)                      # (N,)
+    perm = torch.randperm(n, generator=gen)                # (N,)
     cursor = 0
     for _ in range(steps):
         if cursor + batch_size > n:
-            perm = torch.randperm(n, generator=gen)              # (N,)
+            perm = torch.randperm(n, generator=gen)        # (N,)
             cursor = 0
-        idx = perm[cursor : cursor + batch_size]                 # (B,)
+        idx = perm[cursor : cursor + batch_size]           # (B,)
         cursor += batch_size
-        logits = model(X[idx])                                   # (B, n_classes)
-        loss = F.cross_entropy(logits, y[idx])                   # ()
+        logits = model(X[idx])                             # (B, n_classes)
+        loss = F.cross_entropy(logits, y[idx])             # ()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -173,9 +156,40 @@ def evaluate(model: nn.Module, X: Tensor, y: Tensor, batch_size: int = 256) -> f
     try:
         correct = 0
         for start in range(0, len(X), batch_size):
-            logits = model(X[start : start + batch_size])        # (B, n_classes)
-            pred = logits.argmax(dim=-1)                         # (B,)
+            logits = model(X[start : start + batch_size])  # (B, n_classes)
+            pred = logits.argmax(dim=-1)                   # (B,)
             correct += int((pred == y[start : start + batch_size]).sum())
     finally:
         model.train(was_training)
     return correct / len(X)
+
+
+def _check_sizes(**sizes: int) -> None:
+    for name, value in sizes.items():
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+def _check_images(x: Tensor, in_channels: int) -> None:
+    if x.dim() != 4:
+        raise ValueError(f"x must be 4-D (B, C, H_in, W_in), got shape {tuple(x.shape)}")
+    if x.shape[1] != in_channels:
+        raise ValueError(f"x has {x.shape[1]} channels but in_channels = {in_channels}")
+    if x.shape[2] < 2 or x.shape[3] < 2:
+        raise ValueError(f"x must be at least 2x2 for the 2x2 max-pool, got {tuple(x.shape[2:])}")
+
+
+def _check_data(X: Tensor, y: Tensor, batch_size: int) -> None:
+    if len(X) != len(y):
+        raise ValueError(f"X and y must have the same length, got len(X) = {len(X)} and len(y) = {len(y)}")
+    if len(X) == 0:
+        raise ValueError("X must hold at least one example")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+
+
+def _check_schedule(steps: int, lr: float) -> None:
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if not (lr > 0):
+        raise ValueError(f"lr must be > 0, got {lr}")

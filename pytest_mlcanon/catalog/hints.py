@@ -51,6 +51,9 @@ HINTS: dict[int, ItemHints] = {
         "Minimise L = (1/2n)||Xw + b - y||^2 + (l2/2)||w||^2 (intercept not penalised).\n"
         "Closed form on centred data: (Xc^T Xc + n*l2*I) w = Xc^T yc, then b = mean(y) - mean(X) @ w.\n"
         "Gradient: dL/dw = X^T r / n + l2*w, dL/db = mean(r) with r = Xw + b - y.\n"
+        "Conventions: loss_history_ holds one objective value per GD iteration, taken before its update "
+        "(empty for method='normal'); fit_intercept=False keeps intercept_ == 0.0; a singular system "
+        "(duplicated column) raises nothing and any least-squares w is accepted.\n"
         "Shapes: X (n, d), y (n,), Xc (n, d), Gram (d, d), rhs (d,), residual r (n,), grad (d,).",
         "Never form inv(X^T X): solve the system with np.linalg.solve and fall back to lstsq when it is "
         "singular (a duplicated column). Centre X and y first so the intercept drops out and is not "
@@ -60,6 +63,8 @@ HINTS: dict[int, ItemHints] = {
     2: ItemHints(
         "p = sigmoid(Xw + b); L = mean(logaddexp(0, z) - y*z) + (l2/2)||w||^2 with z = Xw + b.\n"
         "Gradient: dL/dw = X^T (p - y) / n + l2*w, dL/db = mean(p - y).\n"
+        "Conventions: GD starts from w = 0, b = 0; loss_history_ is the objective before each update; "
+        "predict = 1[p >= threshold] as int64; sigmoid saturates to 0.0 and 1.0 with no overflow warning.\n"
         "Shapes: X (n, d), z (n,), p (n,), residual p - y (n,), grad_w (d,).",
         "Write sigmoid as exp(-logaddexp(0, -z)) and the loss with logaddexp, never log(sigmoid(z)): "
         "sigmoid(1000) must be exactly 1.0 and sigmoid(-1000) exactly 0.0 with no overflow warning, and a "
@@ -68,6 +73,8 @@ HINTS: dict[int, ItemHints] = {
     3: ItemHints(
         "P = softmax(XW + b) row-wise; L = -mean(log P[i, y_i]) + (l2/2)||W||^2.\n"
         "Gradient: dW = X^T (P - Y) / n + l2*W, db = mean(P - Y, axis=0), Y the one-hot labels.\n"
+        "Conventions: inputs converted to float64; GD starts from W = 0, b = 0; K = n_classes, else "
+        "max(y) + 1; predict ties go to the lower class index; softmax finite with no warning at +-1e4.\n"
         "Shapes: logits (n, K), P (n, K), Y (n, K), dW (d, K), db (K,).",
         "Subtract the row max before exp (keepdims=True so it broadcasts back) and compute log_softmax as "
         "z - logsumexp(z); log(softmax(z)) is -inf at logits of +-1e4. Build the one-hot with "
@@ -78,6 +85,8 @@ HINTS: dict[int, ItemHints] = {
         "||a - b||^2 = ||a||^2 - 2 a.b + ||b||^2 for all pairs at once: "
         "(A**2).sum(1)[:, None] - 2 A @ B.T + (B**2).sum(1)[None, :].\n"
         "Then the k smallest per query row, and a vote over the neighbours' labels.\n"
+        "Conventions: squared distances clipped at 0; equal distances keep the lower training index; a vote "
+        "tie goes to the smallest label; distance weights are 1/max(dist, 1e-12); C = max(y) + 1.\n"
         "Shapes: norms (n, 1) and (1, m), cross term (n, m), neighbour indices (m, k), vote counts (m, C).",
         "The expansion can dip slightly below 0 by cancellation: clip at 0 before sqrt. Ties: use a stable "
         "argsort (kind='stable') so equal distances keep the lower index, and break vote ties towards the "
@@ -87,10 +96,14 @@ HINTS: dict[int, ItemHints] = {
     5: ItemHints(
         "Lloyd: assign each point to its nearest centroid (argmin over the (n, K) squared distances), then "
         "move each centroid to the mean of its points; stop when the largest move <= tol.\n"
-        "inertia = sum of squared distances to the assigned centroid.\n"
+        "inertia = sum of squared distances to the assigned centroid; the returned labels and inertia belong "
+        "to the returned centroids. Distance ties go to the lower centroid index.\n"
+        "Convention: an empty cluster keeps its previous centroid or is re-seeded at a data point (either is "
+        "accepted), never NaN.\n"
         "Shapes: X (n, d), distances (n, K), labels (n,), centroids (K, d).",
-        "An empty cluster makes its mean 0/0 = NaN: re-seed it with the point farthest from its current "
-        "centroid. k-means++ samples each next centre with probability proportional to D(x)^2 from the "
+        "An empty cluster makes its mean 0/0 = NaN: keep its old centroid, or re-seed it with the point "
+        "farthest from its current centroid. Assign once more after the last update, or the labels are "
+        "stale. k-means++ samples each next centre with probability proportional to D(x)^2 from the "
         "generator you were given (never the global RNG), so the same seed gives the same result. Reuse "
         "#4's pairwise distances instead of a loop.",
     ),
@@ -98,6 +111,9 @@ HINTS: dict[int, ItemHints] = {
         "gini(y) = 1 - sum_c p_c^2. Split decrease = gini(parent) - (n_L/n) gini(L) - (n_R/n) gini(R), "
         "left branch x[f] <= threshold, thresholds at midpoints of consecutive distinct sorted values.\n"
         "Per feature: sort once, cumulative class counts give every split's left/right counts.\n"
+        "Conventions: a split needs a decrease > 1e-12; ties (within 1e-12) go to the lowest feature, then "
+        "the lowest threshold; the midpoint satisfies lo <= t < hi; Node.value holds class counts (C,), "
+        "C = max(y) + 1; predict ties go to the lower class.\n"
         "Shapes: order (n,), cumulative counts (n-1, C), left/right gini (n-1,).",
         "Only cut between distinct values (equal neighbours give no threshold), respect min_samples_leaf on "
         "both sides, and split only when the decrease is > 1e-12. Ties go to the lowest feature, then the "
@@ -107,6 +123,8 @@ HINTS: dict[int, ItemHints] = {
     7: ItemHints(
         "Centre X, take the SVD Xc = U S Vt; components = the first k rows of Vt, "
         "explained_variance = S^2 / (n - 1), Z = Xc @ components.T, X_hat = Z @ components + mean.\n"
+        "Conventions: ddof = 1; each component's largest-|.| entry is positive; explained_variance_ratio_ is "
+        "zeros for constant data; components_ are orthonormal rows in descending variance.\n"
         "Shapes: Xc (n, d), U (n, r), S (r,), Vt (r, d), components (k, d), Z (n, k).",
         "Use full_matrices=False. Variance uses ddof=1 (n - 1). Fix the sign of each component so its "
         "largest-|.| entry is positive, or comparisons flip at random; transform new data with the "
@@ -116,6 +134,9 @@ HINTS: dict[int, ItemHints] = {
         "E-step: log r_nk = log w_k + log N(x_n | mu_k, S_k) - logsumexp_k(...); "
         "M-step: N_k = sum_n r_nk, w = N_k/n, mu_k = r_k^T X / N_k, S_k = sum_n r_nk (x_n - mu_k)(x_n - mu_k)^T / N_k + reg*I.\n"
         "log N via Cholesky L: -0.5 ||L^-1 (x - mu)||^2 - sum log diag(L) - (d/2) log 2pi.\n"
+        "Conventions: covariances are ML (divide by N_k) plus reg_covar*I; an empty component stays finite "
+        "(covariance reg_covar*I); log_likelihood_history_ has one mean log-likelihood per E-step and fit "
+        "stops (converged_) when two successive entries differ by less than tol.\n"
         "Shapes: log-probs (n, K), logsumexp (n, 1), resp (n, K), N_k (K,), means (K, d), covs (K, d, d).",
         "Normalise responsibilities with logsumexp (keepdims) or a point 1e4 away underflows every "
         "component to 0 and divides 0/0. Never inv or det: solve_triangular with the Cholesky factor. Add "
@@ -126,7 +147,10 @@ HINTS: dict[int, ItemHints] = {
         "torch semantics: g <- g + wd*p; v <- mu*v + g (v starts at 0, so the first step uses v = g); "
         "nesterov update = g + mu*v; p <- p - lr*update.\n"
         "clip_grad_norm: total = sqrt(sum of every grad's squared norm); if total > max_norm scale every "
-        "grad by max_norm/total; return total measured before clipping.\n"
+        "grad by max_norm/total (torch's max_norm/(total + 1e-6) is accepted too); return total measured "
+        "before clipping.\n"
+        "Conventions: dampening 0; lr is a public attribute read at every step; params are updated in place "
+        "and grads are never modified by step.\n"
         "Shapes: one velocity buffer per parameter, same shape as it.",
         "Update the arrays in place (p -= ..., not p = p - ...), or the caller's parameters never move. The "
         "clip is one global norm across all arrays, not per array, and a cap, not a normalisation: "
@@ -136,6 +160,8 @@ HINTS: dict[int, ItemHints] = {
         "m <- b1*m + (1-b1)*g; v <- b2*v + (1-b2)*g^2; m_hat = m/(1 - b1^t); v_hat = v/(1 - b2^t); "
         "p <- p - lr*m_hat/(sqrt(v_hat) + eps).\n"
         "Adam: coupled decay g <- g + wd*p. AdamW: decoupled, p <- p*(1 - lr*wd) before the Adam update.\n"
+        "Conventions: eps outside the sqrt (torch); t counts steps taken (1 after the first); lr is read at "
+        "every step; grads are never modified.\n"
         "Shapes: m and v like each parameter; t is the shared step count.",
         "Increment t before the bias correction (the first step uses t = 1, so m_hat = g and the first "
         "move is lr*g/(|g| + eps)). eps sits outside the sqrt here, as in torch. AdamW's decay multiplies "
@@ -146,6 +172,9 @@ HINTS: dict[int, ItemHints] = {
         "Forward: h_l = a_l @ W_l + b_l, a_{l+1} = act(h_l), no activation after the last layer.\n"
         "Loss: softmax cross-entropy, dlogits = (softmax - onehot)/n.\n"
         "Backward: dW_l = a_l^T dh_l, db_l = dh_l.sum(0), da_l = dh_l @ W_l^T, dh_{l-1} = da_l * act'(h_{l-1}).\n"
+        "Conventions: relu'(0) = 0 (inside backward too); He normal init N(0, 2/fan_in) for relu, Xavier "
+        "normal N(0, 2/(fan_in + fan_out)) for tanh, zero biases; float32 logits are upcast; train_mlp "
+        "returns the loss before each update, minibatches drawn without replacement by default_rng(seed).\n"
         "Shapes: a_l (n, d_l), W_l (d_l, d_{l+1}), h_l (n, d_{l+1}), dW_l (d_l, d_{l+1}), db_l (d_{l+1},).",
         "The 1/n lives in dlogits once; do not divide again in dW. relu'(0) = 0. Cache the "
         "pre-activations in forward, and raise RuntimeError when backward runs before forward. Subtract "
@@ -157,6 +186,9 @@ HINTS: dict[int, ItemHints] = {
         "for c = a*b, a.grad += b.data*c.grad and b.grad += a.data*c.grad.\n"
         "backward(): topological order (inputs before outputs), self.grad = 1, then run _backward in "
         "reverse order.\n"
+        "Conventions (torch's): backward resets interior grads, lets leaf grads accumulate across calls, "
+        "and seeds the root with += 1; relu'(0) = 0; works for graphs deeper than the recursion limit; "
+        "sigmoid(+-1000) is 1.0 / 0.0 with no OverflowError.\n"
         "No tensors: scalars only.",
         "Accumulate with +=, never =: a node used twice (a*a, a diamond) sums its contributions. Build the "
         "topological order iteratively (an explicit stack), or a chain of 10 000 additions hits "
@@ -168,6 +200,8 @@ HINTS: dict[int, ItemHints] = {
         "Train: mu, var over every axis but 1 (var biased); xhat = (x - mu)/sqrt(var + eps); "
         "y = gamma*xhat + beta; running stats rm <- (1-m) rm + m mu, rv <- (1-m) rv + m var_unbiased.\n"
         "Backward: dxhat = dy*gamma; dx = (1/N) rstd (N dxhat - sum dxhat - xhat sum(dxhat*xhat)) per channel.\n"
+        "Conventions (torch's): normalise with the biased variance, update running_var with the unbiased one; "
+        "momentum weights the new statistic; eps inside the sqrt; in eval the running stats are constants.\n"
         "Shapes: x (N, C) or (N, C, H, W); mu, var (C,) viewed as (1, C, 1, 1); xhat like x.",
         "eps goes inside the sqrt. Normalise with the biased variance but update the running variance "
         "with the unbiased one (N/(N-1)). Eval mode uses the running stats and its backward is just "
@@ -178,6 +212,7 @@ HINTS: dict[int, ItemHints] = {
         "xhat = (x - mu)*rstd, y = gamma*xhat + beta.\n"
         "Backward: dxhat = dy*gamma; dx = rstd*(dxhat - mean(dxhat) - xhat*mean(dxhat*xhat)); "
         "dgamma = sum(dy*xhat), dbeta = sum(dy) over every leading axis.\n"
+        "Conventions: biased variance, eps inside the sqrt; inputs converted to float64.\n"
         "Shapes: x (..., D), mu/var/rstd (..., 1), gamma/beta (D,).",
         "keepdims=True on every reduction, or (..., ) will not broadcast back against (..., D). eps inside "
         "the sqrt. dgamma and dbeta sum over all leading axes (reshape to (-1, D)), not only axis 0. A "
@@ -185,6 +220,8 @@ HINTS: dict[int, ItemHints] = {
     ),
     15: ItemHints(
         "y = x / sqrt(mean(x^2, dim=-1, keepdim=True) + eps) * weight; no mean subtraction, no bias.\n"
+        "Conventions: float16/bfloat16 computed in float32 and cast back, float32/float64 in their own dtype; "
+        "the module's only parameter is `weight` (d,), float32, initialised to ones; eps default 1e-6.\n"
         "Shapes: x (..., d), mean square and rstd (..., 1), weight (d,), y (..., d).",
         "Upcast float16/bfloat16 to float32 before squaring (1000^2 overflows fp16's 65504) and cast the "
         "result back to x.dtype; float64 stays float64. Use torch.rsqrt(ms + eps): eps inside the root.",
@@ -193,7 +230,10 @@ HINTS: dict[int, ItemHints] = {
         "im2col unrolls every receptive field into a column: cols (N, C*kh*kw, L) with L = H_out*W_out; "
         "the convolution is one matmul w.reshape(C_out, -1) @ cols -> (N, C_out, L) -> (N, C_out, H_out, W_out).\n"
         "H_out = (H + 2p - kh)//s + 1. Backward: dcols = W^T @ dy, dx = col2im(dcols) (overlaps summed), "
-        "dW = sum_n dy_n @ cols_n^T.",
+        "dW = sum_n dy_n @ cols_n^T.\n"
+        "Conventions: cross-correlation as torch (no kernel flip); im2col rows in (c, i, j) order, columns "
+        "oh*W_out + ow; inputs (integer images too) converted to float64; db is None without a bias; FLOPs "
+        "count 2 per multiply-add; receptive_field = 1 + sum_l (k_l - 1) * prod_{j<l} s_j.",
         "Row order inside a column must be (c, i, j), the order of w.reshape(C_out, -1). Loop over the "
         "kh*kw kernel offsets with strided slices, never over N or output positions. col2im must ADD "
         "overlapping contributions (np.add.at or +=), not assign. Cross-correlation, as torch: no kernel flip.",
@@ -201,6 +241,9 @@ HINTS: dict[int, ItemHints] = {
     17: ItemHints(
         "conv3x3(C->w, pad 1) - ReLU - maxpool2 - conv3x3(w->2w, pad 1) - ReLU - global average pool - "
         "Linear(2w, n_classes); train with AdamW on F.cross_entropy(logits, y).\n"
+        "Conventions: both convs 3x3 with padding 1, one nn.Linear head, logits out; train_cnn returns a dict "
+        "with 'losses' (one float per step, extra keys allowed), draws batches from a private generator "
+        "seeded with seed, and restores the model's train/eval mode, as evaluate does.\n"
         "Shapes: (B, C, H, W) -> (B, w, H, W) -> (B, w, H/2, W/2) -> (B, 2w, H/2, W/2) -> (B, 2w) -> (B, n_classes).",
         "Return logits: no softmax before cross_entropy. Pool globally (mean over dims (2, 3)) so any input "
         "size works. Draw the batch order from a torch.Generator seeded from seed, never the global RNG, "
@@ -260,6 +303,8 @@ HINTS: dict[int, ItemHints] = {
         "h_t = tanh(x_t Wxh + h_{t-1} Whh + bh).\n"
         "BPTT, from t = T-1 down to 0: dh = dhs[:, t] + dh_next; dpre = dh * (1 - h_t^2); "
         "dWxh += x_t^T dpre; dWhh += h_{t-1}^T dpre; dbh += dpre.sum(0); dx_t = dpre Wxh^T; dh_next = dpre Whh^T.\n"
+        "Conventions: hs[:, t] is the state after reading x[:, t]; init U(-1/sqrt(H), 1/sqrt(H)) for every "
+        "entry, bh standing for torch's bias_ih + bias_hh; inputs converted to float64.\n"
         "Shapes: x (B, T, D), h (B, H), hs (B, T, H), Wxh (D, H), Whh (H, H), dpre (B, H).",
         "The gradient into h_t has two parts: the loss at step t and the future (dh_next); forgetting "
         "dh_next is the classic bug. h_{-1} is h0, so dWhh at t = 0 uses h0 and dh_next after the loop is "
@@ -270,6 +315,8 @@ HINTS: dict[int, ItemHints] = {
         "c_t = f*c_{t-1} + i*g; h_t = o*tanh(c_t).\n"
         "Backward: dc = dc_next + dh*o*(1 - tanh(c)^2); di = dc*g, df = dc*c_prev, dg = dc*i, do = dh*tanh(c); "
         "dc_next = dc*f.\n"
+        "Conventions: torch's gate order [i, f, g, o]; weights U(-1/sqrt(H), 1/sqrt(H)), b zeros except "
+        "b[H:2H] = forget_bias; h_T == hs[:, -1]; dh_T / dc_T default to zero.\n"
         "Shapes: gates (B, 4H), each gate (B, H), Wx (D, 4H), Wh (H, 4H), b (4H,).",
         "Gate order is torch's [i, f, g, o], so forget_bias goes into b[H:2H]. Multiply each gate's "
         "gradient by its own derivative (sigmoid: s(1 - s), tanh: 1 - t^2) before concatenating into dgates. "
@@ -486,7 +533,10 @@ HINTS: dict[int, ItemHints] = {
         "Encoder -> mu, logvar; z = mu + exp(0.5*logvar) * eps, eps ~ N(0, I); decoder -> logits.\n"
         "KL(N(mu, s^2) || N(0, I)) = 0.5 * sum(mu^2 + exp(logvar) - 1 - logvar); loss = recon + beta*KL, "
         "each summed over features and averaged over the batch.\n"
-        "Shapes: x (B, d_in), hidden (B, d_h), mu, logvar, eps, z (B, z), logits (B, d_in), per-example sums (B,).",
+        "Shapes: x (B, d_in), hidden (B, d_h), mu, logvar, eps, z (B, z), logits (B, d_in), per-example sums (B,).\n"
+        "Conventions: reconstruction and KL are summed per example, then averaged over the batch; eval mode uses "
+        "z = mu; reparameterize draws eps from the generator it is given (the global RNG when None); vae_loss "
+        "returns at least loss, recon, kl (extra keys allowed); inputs are not modified.",
         "Sample eps, not z, so gradients flow through mu and logvar (the reparameterisation). Reconstruct "
         "with binary_cross_entropy_with_logits on logits, never BCE on sigmoid outputs (logits of +-1e4). "
         "Sum over features before the batch mean. Eval mode uses z = mu (deterministic).",
@@ -495,7 +545,10 @@ HINTS: dict[int, ItemHints] = {
         "alpha_bar_t = prod_{s<=t} (1 - beta_s); q(x_t | x0): x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps; "
         "train MSE(model(x_t, t), eps); sample x_{t-1} = posterior_mean(x0_hat, x_t) + sigma_t z, z = 0 at t = 0.\n"
         "posterior variance = beta_t (1 - abar_{t-1})/(1 - abar_t).\n"
-        "Shapes: schedule (T,) float64; gathered abar_t reshaped (B, 1, ...); x_t, eps like x0; time embedding (B, d_t).",
+        "Shapes: schedule (T,) float64; gathered abar_t reshaped (B, 1, ...); x_t, eps like x0; time embedding (B, d_t).\n"
+        "Conventions: steps are 0-based (t in [0, T)); schedule buffers are float64; alpha_bars_prev[0] = 1 and "
+        "posterior_variance[0] = 0; linear_beta_schedule(1, a, b) = [a]; sample() starts from N(0, I) in the "
+        "model's parameter dtype (float32 without parameters) and adds no noise at t = 0; inputs are not modified.",
         "Time steps are 0-based: abar_prev[0] = 1 and posterior_variance[0] = 0. Gather abar at t and "
         "reshape to (B, 1, ..., 1) before multiplying, or (B,) broadcasts against the wrong axis. Keep the "
         "schedule in float64 and cast on use. No noise is added at the last step (t = 0).",
@@ -506,7 +559,10 @@ HINTS: dict[int, ItemHints] = {
         "coarse centroids, inverted lists, search only the nprobe nearest lists. PQ: split d into m "
         "sub-vectors, k-means per subspace, codes = nearest sub-centroid ids; ADC distance = sum_j table[j, code_j]. "
         "HNSW: layered greedy graph search with a candidate heap of size ef.\n"
-        "Shapes: distances (m, n), probe lists (m, nprobe), codebooks (m, ks, d/m), tables (m, ks), codes (n, m) uint8.",
+        "Shapes: distances (m, n), probe lists (m, nprobe), codebooks (m, ks, d/m), tables (m, ks), codes (n, m) uint8.\n"
+        "Conventions: float32 distances and int64 ids; l2 ascending, ip descending, ties to the lower index; "
+        "k > n pads with (inf, -1) (ip: (-inf, -1)); default ids follow insertion order; distances must stay "
+        "accurate far from the origin; the same seed gives the same index; inputs are not modified.",
         "Use argpartition then sort the k survivors (a full argsort is O(n log n) per query). Pad with "
         "(inf, -1) when k > n. PQ tables are per query: build (m, ks) once and gather, never decode the "
         "database. HNSW: level = floor(-ln U / ln M), keep at most M links (2M on layer 0), and seed from "
@@ -516,7 +572,10 @@ HINTS: dict[int, ItemHints] = {
         "Chunk by words with step = size - overlap; embed with feature hashing (stable hash -> bucket and "
         "sign), L2-normalise rows; retrieve by cosine = dot product of unit vectors; build a prompt of "
         "numbered context blocks [1]..[k] plus the question.\n"
-        "Shapes: embeddings (n, dim), query (dim,), scores (n,), top-k indices (k,).",
+        "Shapes: embeddings (n, dim), query (dim,), scores (n,), top-k indices (k,).\n"
+        "Conventions: the same text embeds to the same vector in every process; a token-free text embeds to "
+        "zeros; search ties keep insertion order; the default answer contains the best-matching retrieved "
+        "sentence; answer() returns at least answer, prompt, sources, scores; inputs are not modified.",
         "Never Python's hash() (salted per process): use hashlib so two processes agree. An all-zero "
         "embedding stays zero (do not divide by its 0 norm). Stop chunking after the first chunk that "
         "reaches the end, and rank ties by insertion order (stable sort).",
@@ -525,7 +584,10 @@ HINTS: dict[int, ItemHints] = {
         "Q(s, a) = R(s, a) + gamma * sum_s' P(s, a, s') V(s'). Value iteration: V <- max_a Q until the change "
         "< tol. Policy evaluation: solve (I - gamma P_pi) V = R_pi (or iterate). Policy iteration: evaluate, "
         "act greedily, repeat until the policy is stable.\n"
-        "Shapes: P (S, A, S), R (S, A), V (S,), Q (S, A), P_pi (S, S), R_pi (S,).",
+        "Shapes: P (S, A, S), R (S, A), V (S,), Q (S, A), P_pi (S, S), R_pi (S,).\n"
+        "Conventions: value iteration and iterative evaluation start from V = 0; greedy ties go to the lowest "
+        "action; policy iteration may start from any policy and stops when no action changes; inputs are not "
+        "modified.",
         "P @ V contracts the last axis: (S, A, S) @ (S,) -> (S, A). Greedy ties go to the lowest action "
         "(np.argmax does), and policy iteration stops when the policy does not change, not when V does (or "
         "it can cycle between equal-value policies). The goal is absorbing with reward 0.",
@@ -533,7 +595,10 @@ HINTS: dict[int, ItemHints] = {
     48: ItemHints(
         "delta = r + gamma * (1 - done) * max_a Q[s', a] - Q[s, a]; Q[s, a] += alpha * delta. "
         "Behaviour: epsilon-greedy (random with prob epsilon, else argmax).\n"
-        "Shapes: Q (S, A); q_values (A,).",
+        "Shapes: Q (S, A); q_values (A,).\n"
+        "Conventions: epsilon_greedy breaks ties uniformly at random (any way of drawing from rng); "
+        "greedy_policy breaks ties to the lowest index; q_learning_update changes only Q[s, a], in place; a "
+        "time-limit cut still bootstraps; the same seed gives the same Q.",
         "Do not bootstrap from a terminal state: (1 - done) zeroes the max. Break argmax ties at random "
         "(a fixed lowest-index tie-break on an all-zero table never explores). Draw every random number "
         "from the one rng seeded from seed.",
@@ -542,7 +607,10 @@ HINTS: dict[int, ItemHints] = {
         "target = r + gamma * (1 - done) * max_a Q_target(s', a) (double DQN: Q_target(s', argmax_a Q_online(s', a))); "
         "loss = Huber(Q(s, a) gathered at the taken actions, target).\n"
         "Replay: a preallocated circular buffer; sample uniformly without replacement.\n"
-        "Shapes: obs (B, obs_dim), q (B, A), gathered (B,), next_q (B, A), max/argmax (B,), targets (B,).",
+        "Shapes: obs (B, obs_dim), q (B, A), gathered (B,), next_q (B, A), max/argmax (B,), targets (B,).\n"
+        "Conventions: sample() draws without replacement and returns copies; one update per step from "
+        "learning_starts on (once the buffer holds batch_size); a time limit is stored as not done; returned "
+        "dicts hold at least their documented keys; the same seed gives the same run; inputs are not modified.",
         "Compute the targets under torch.no_grad() with the TARGET net, and gather Q(s, a) with "
         "q.gather(1, actions[:, None]).squeeze(1). The circular write index wraps with % capacity and len "
         "never exceeds capacity. soft_update: theta_t <- tau*theta_s + (1 - tau)*theta_t, in place.",
@@ -550,7 +618,10 @@ HINTS: dict[int, ItemHints] = {
     50: ItemHints(
         "grad log pi(a) = onehot(a) - softmax(z); REINFORCE step z <- z + lr * (R - b) * grad log pi(a). "
         "Reward-to-go G_t = r_t + gamma * G_{t+1}.\n"
-        "Shapes: logits and probs (A,), gradient (A,), history (steps + 1, A).",
+        "Shapes: logits and probs (A,), gradient (A,), history (steps + 1, A).\n"
+        "Conventions: training starts from uniform logits; the baseline is the mean of earlier rewards (the "
+        "first step's own reward, so that update is 0); draw arms from default_rng(seed) any way you like; "
+        "the history holds at least probs and rewards; inputs are not modified.",
         "The baseline must not depend on the current action (a running mean of PAST rewards): it leaves "
         "the mean gradient unchanged and cuts the variance. The first step's baseline is its own reward, "
         "so its update is zero. Compute discounted returns backwards in one pass.",
@@ -559,7 +630,10 @@ HINTS: dict[int, ItemHints] = {
         "TD target y = r + gamma * (1 - done) * V(s'), detached; advantage = (y - V(s)).detach(); "
         "policy loss = -mean(log pi(a|s) * adv); value loss = mean((V(s) - y)^2); "
         "loss = policy + c_v * value - c_e * entropy.\n"
-        "Shapes: logits (B, A), values (B,), log-probs (B, A), chosen (B,), adv (B,), entropy (B,).",
+        "Shapes: logits (B, A), values (B,), log-probs (B, A), chosen (B,), adv (B,), entropy (B,).\n"
+        "Conventions: targets and advantages carry no gradient; no bootstrap after a terminal step (a time "
+        "limit still bootstraps); the returned dicts hold at least their documented keys; the same seed gives "
+        "the same run; inputs are not modified.",
         "Detach both the target and the advantage: the policy loss must give the value head zero gradient, "
         "and the critic must not chase its own moving target. Use log_softmax and gather the chosen action's "
         "log-prob. No bootstrap after a terminal step.",
@@ -567,7 +641,9 @@ HINTS: dict[int, ItemHints] = {
     52: ItemHints(
         "delta_t = r_t + gamma * (1 - d_t) * V_{t+1} - V_t; A_t = delta_t + gamma * lambda * (1 - d_t) * A_{t+1}, "
         "computed backwards from A_T = 0 with V_T = last_value; returns = A + V.\n"
-        "Shapes: rewards, values, dones (T,) or (N, T); next values, deltas, advantages the same.",
+        "Shapes: rewards, values, dones (T,) or (N, T); next values, deltas, advantages the same.\n"
+        "Conventions: outputs are float64; a done step neither bootstraps nor carries the accumulation; a "
+        "truncated step stops the accumulation but bootstraps from truncated_values; inputs are not modified.",
         "Loop backwards in time (vectorised over N), and reset the accumulation at episode ends with "
         "(1 - d_t) in BOTH the delta and the recursion. A truncated step (time limit) resets the recursion "
         "but bootstraps delta from the real next state's value. lambda = 0 gives TD errors, lambda = 1 "
@@ -577,17 +653,25 @@ HINTS: dict[int, ItemHints] = {
         "rho = exp(new_logp - old_logp); L = -mean(min(rho * A, clip(rho, 1 - eps, 1 + eps) * A)); "
         "value loss 0.5 * mean((V - R)^2); approx_kl = mean((rho - 1) - log rho).\n"
         "Update: epochs x shuffled minibatches, clip the grad norm, stop early when approx_kl > 1.5 * target_kl.\n"
-        "Shapes: every per-sample quantity (B,); minibatch indices (M,).",
+        "Shapes: every per-sample quantity (B,); minibatch indices (M,).\n"
+        "Conventions: normalize_advantages = (A - mean) / (std + 1e-8), population or sample std (both "
+        "accepted); "
+        "ppo_loss and ppo_update return dicts with at least their documented keys (extra keys allowed); "
+        "inputs are not modified; the same seed gives the same update.",
         "Compute the ratio from log-probs (exp of a difference), never a ratio of probabilities. old_logp "
         "must carry no gradient. The min is what makes the clip pessimistic: where the clip binds the "
         "gradient is zero, except a negative-advantage ratio above 1 + eps keeps its full penalty. "
-        "Advantage normalisation uses the population std plus 1e-8.",
+        "approx_kl: with d = new_logp - old_logp, expm1(d) - d keeps k3's digits at tiny d ((exp(d) - 1) - d in "
+        "float32 is only good to the rounding of rho, ~1e-7, which the tests accept). Normalise a new tensor (adv = (adv - mean) / ...), never in place.",
     ),
     # -- block 7: post-training, systems, evaluation ----------------------------------------------------------------
     54: ItemHints(
         "Bradley-Terry: P(chosen > rejected) = sigmoid(r_c - r_r); loss = -mean log sigmoid(r_c - r_r - margin). "
         "The reward is a linear head on the backbone's hidden state at the LAST real token.\n"
-        "Shapes: hidden (B, T, d), last index (B,), gathered states (B, d), rewards (B,), differences (B,).",
+        "Shapes: hidden (B, T, d), last index (B,), gathered states (B, d), rewards (B,), differences (B,).\n"
+        "Conventions: Python numbers give float64, float16/bfloat16 are computed in float32; pair_accuracy counts "
+        "a tie as wrong; the head may be initialised any way; train_reward_model returns at least losses and "
+        "accuracies (extra keys allowed); inputs are not modified.",
         "Write -log sigmoid(x) as softplus(-x) (finite at +-1e4). The last real token of a right-padded row "
         "is mask.sum(1) - 1, not T - 1: pooling at T - 1 reads padding. Pad chosen and rejected "
         "independently to their own longest row.",
@@ -597,7 +681,11 @@ HINTS: dict[int, ItemHints] = {
         "loss = mean softplus(-margin) = -mean log sigmoid(margin).\n"
         "log pi(y|x) = sum over completion tokens of log_softmax(logits)[t, y_{t+1}].\n"
         "Shapes: the four sequence log-probs (B,) or (); margin, losses, weight (B,); loss (); "
-        "logits (B, T, V) -> token log-probs (B, T - 1) -> sums (B,).",
+        "logits (B, T, V) -> token log-probs (B, T - 1) -> sums (B,).\n"
+        "Conventions: margin includes beta; accuracy = margin > 0 (a tie is wrong); Python-number inputs give "
+        "float64, float16/bfloat16 are computed in float32; the loss is exact for every finite margin (float32 "
+        "included); entries outside the completion mask never affect a sum; the first token is never scored; "
+        "inputs are not modified; run_dpo returns at least losses, margins, accuracies (extra keys allowed).",
         "Score logits[:, :-1] against input_ids[:, 1:] with completion_mask[:, 1:]: the first token is never "
         "scored. Replace masked entries with 0 (torch.where) BEFORE summing: multiplying by the mask lets NaN "
         "or -inf through (nan * 0 = nan). softplus(-margin), not -log(sigmoid(margin)), which is -inf at a "
@@ -607,17 +695,26 @@ HINTS: dict[int, ItemHints] = {
         "Group-relative advantage: A_i = (r_i - mean_group(r)) / (std_group(r) + eps), population std; "
         "clipped surrogate per token: min(rho * A, clip(rho, 1 - eps_low, 1 + eps_high) * A), averaged over "
         "active tokens; plus kl_coef * k3 KL, k3 = exp(ref - logp) - (ref - logp) - 1.\n"
-        "Shapes: rewards and advantages (P, G); flattened (P*G,); ratios and token objective (N, T); loss ().",
+        "Shapes: rewards and advantages (P, G); flattened (P*G,); ratios and token objective (N, T); loss ().\n"
+        "Conventions: population std; a degenerate row (std <= min_std) gives exact zeros, or ValueError under "
+        "on_degenerate='raise'; masked entries never affect the result; the loss averages over active tokens; "
+        "k3 is never negative (float32 included); grpo_step returns at least mean_reward, "
+        "informative_group_rate, loss (extra keys allowed); inputs are not modified.",
         "A group whose rewards are all equal has std 0: its advantages are exactly zero (or an error under "
         "on_degenerate='raise'), not 0/0. Mask BEFORE exp: zero the masked log-prob differences so NaN or "
-        "+inf there cannot reach the ratio. Divide by the number of active tokens, not T.",
+        "+inf there cannot reach the ratio. Divide by the number of active tokens, not T. Write k3 as "
+        "expm1(d) - d: exp(d) - d - 1 cancels near d = 0 and can dip below 0 in float32. Centre into a new "
+        "tensor, never rewards -= mean (that rewrites the caller's rewards).",
     ),
     57: ItemHints(
         "DDP: each rank runs its shard of the batch, then every gradient is all-reduced to the MEAN, then "
         "every replica takes the same optimizer step. Column-parallel linear: split W's output rows across "
         "ranks (concatenate outputs); row-parallel: split the input columns (sum the partial products, add "
         "the bias once).\n"
-        "Shapes: shards (n/world, ...), column outputs (..., out/world) -> (..., out), row partials (..., out).",
+        "Shapes: shards (n/world, ...), column outputs (..., out/world) -> (..., out), row partials (..., out).\n"
+        "Conventions: all_reduce_mean returns new tensors, equal on every rank, and sums float16/bfloat16 in "
+        "float32; shard r is the contiguous block r; the row-parallel bias is added once; one all-reduce per "
+        "MLP forward; inputs are not modified.",
         "All-reduce the mean, not the sum (or the effective learning rate is multiplied by world). Add the "
         "row-parallel bias once, after the sum, not on every rank. A Megatron MLP needs exactly one "
         "all-reduce: column (no gather) -> GELU -> row.",
@@ -625,6 +722,9 @@ HINTS: dict[int, ItemHints] = {
     58: ItemHints(
         "Per output row: scale = max|w_row| / 127, q = clamp(round(w / scale), -127, 127) as int8; "
         "y = (x @ q^T) * scale (+ bias): scale after the matmul.\n"
+        "Conventions: scale is float32 and 1.0 wherever max/127 is 0 (all-zero or subnormal rows); round half "
+        "to even; the matmul runs in x.dtype (float64 stays float64); qweight and scale are buffers, bias "
+        "the only parameter.\n"
         "Shapes: weight (out, in), row absmax (out, 1), scale (out,), q (out, in) int8, x @ q^T (..., out).",
         "Round, do not truncate (int casts truncate toward zero). Clamp to [-127, 127]: -128 breaks "
         "symmetry. An all-zero row gets scale 1.0, not 0 (no division by zero). Cast q to x's dtype for "
@@ -635,6 +735,10 @@ HINTS: dict[int, ItemHints] = {
         "axis 1, take the alpha/2 and 1 - alpha/2 quantiles. Paired bootstrap: the SAME indices for both "
         "systems, on the per-example difference. Wilson interval: "
         "(p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n).\n"
+        "Conventions: a statistic taking `axis` is applied once with axis=1; the paired p-value is twice the "
+        "share of resampled differences at or beyond 0 on the far side (1.0 when the difference is 0); a "
+        "crashed example scores 0 and stays in the denominator; Wilson bounds are clipped to [0, 1]; "
+        "punctuation may be deleted or replaced by a space; paired_bootstrap may return extra keys.\n"
         "Shapes: indices (R, n), resampled statistics (R,), quantiles (2,).",
         "Vectorise the resampling (one (R, n) draw, no Python loop over R). Pairing is the point of the "
         "paired bootstrap: independent resamples of the two systems lose the correlation and widen the "

@@ -120,13 +120,3 @@ def mock(key: str) -> Mock:
         if str(session.number) == key.strip():
             return session
     raise DrillError(f"unknown mock session {key!r}: they are {', '.join(str(m.number) for m in mocks())}")
-
-
-def seed_verdict(score: float) -> str:
-    """The seed's reading of a five-axis score: 4-5 strong, 3 a hire with reservations, 2 or fewer a no."""
-    if score >= 4:
-        return "strong"
-    if score >= 3:
-        return "hire with reservations"
-    return "no"
-

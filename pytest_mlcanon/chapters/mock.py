@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 from pytest_mlcanon.chapters import explain
-from pytest_mlcanon.chapters.drills import AXIS_TITLES, SESSION_MINUTES, Drill, Mock, seed_verdict
+from pytest_mlcanon.chapters.drills import AXIS_TITLES, SESSION_MINUTES, Drill, Mock
+from pytest_mlcanon.rubric.model import judge_failed, verdict_for
 
 KEYS = "Enter = done (check now) or next, h = a hint, q = end the session"
 WRITE_AT = explain.SETUP_MINUTES
@@ -105,6 +106,11 @@ class Checked:
     axes_failed: tuple[str, ...] = ()
     lines: tuple[str, ...] = ()  # what to show the learner
 
+    @property
+    def verdict(self) -> str:
+        """``strong``, or what held it back: ``no: correctness failed`` (failing code is never strong)."""
+        return str(judge_failed(self.score, self.axes_failed)) if self.score is not None else "no score"
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -140,8 +146,15 @@ class Session:
 
     @property
     def verdict(self) -> str:
-        """The seed's word for the mean score per drill (a drill not reached or not attempted scores 0)."""
-        return seed_verdict(self.points / len(self.outcomes))
+        """The seed's word for the mean score per drill (a drill not reached or not attempted scores 0);
+        never ``strong`` while a drill's code failed Correctness, and such drills are named."""
+        word = verdict_for(self.points / len(self.outcomes))
+        wrong = [str(n) for n, o in enumerate(self.outcomes, start=1)
+                 if o.checked.attempted and "correctness" in o.checked.axes_failed]
+        if not wrong:
+            return word
+        word = "hire with reservations" if word == "strong" else word
+        return f"{word}: correctness failed in drill {', '.join(wrong)}"
 
     def record(self) -> dict[str, Any]:
         return {"passed": self.passed == len(self.outcomes), "drills_passed": self.passed, "score": self.points,
@@ -261,7 +274,7 @@ def summary(session: Session) -> list[str]:
             lines.append(head + f"not attempted ({outcome.used_min:.1f} min)")
             continue
         result = "passed" if checked.passed else "not passing"
-        score = f"{checked.score}/5 {seed_verdict(checked.score)}" if checked.score is not None else "no score"
+        score = f"{checked.score}/5 {checked.verdict}" if checked.score is not None else "no score"
         hints = f", {outcome.hints} hint(s)" if outcome.hints else ""
         lines.append(head + f"{result} in {outcome.used_min:.1f} min, {score}{hints}")
         for axis, criterion in drill.rubric:
@@ -269,5 +282,5 @@ def summary(session: Session) -> list[str]:
             lines.append(f"       {AXIS_TITLES[axis]:<12} {mark}  {criterion}")
     lines.append(f"  Session: {session.passed} of {len(session.outcomes)} drills passed, {session.points} of "
                  f"{5 * len(session.outcomes)} rubric points: {session.verdict} (the seed: 4-5 per drill strong, "
-                 "3 a hire with reservations, 2 or fewer a no).")
+                 "3 a hire with reservations, 2 or fewer a no; strong needs every drill's code correct).")
     return lines

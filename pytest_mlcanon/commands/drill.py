@@ -27,7 +27,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from pathlib import Path
 
     from pytest_mlcanon import catalog, drill, plan, stubs
-    from pytest_mlcanon.run import tests_dir
+    from pytest_mlcanon.layout import tests_dir
     from pytest_mlcanon.settings import SettingsError
     from pytest_mlcanon.state import StateError
 

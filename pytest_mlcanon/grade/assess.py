@@ -5,8 +5,10 @@ The child's frames are claims. The parent:
 * takes the *expected* tests from its own reference run (the calibration): a test that never
   reported (the process exited, hung or was killed, or its report was suppressed) is a failure,
   named after what happened;
-* recomputes the rubric from the submission's files (a root-owned snapshot the child never
-  touched), using from the child only the test outcomes and the run-time shape findings;
+* scores the rubric once, from its own copy of the submission's files (a root-owned snapshot the
+  child never touched) and the child's ``ItemEvidence`` after this policy: from the child it takes
+  only the test outcomes (which tests are probes and input checks is its own calibration's call)
+  and the run-time shape trace (forging one only costs the student);
 * decides correctness with its own seeded re-check: the learner's outputs on fresh inputs, compared
   here with the reference's (``compare``). A failed re-check voids the test credit, and one that
   contradicts a clean sweep of passing tests is an integrity flag (INT010);
@@ -20,24 +22,22 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_mlcanon import catalog, rubric
+from pytest_mlcanon.evidence import EvidenceError, ItemEvidence, RecheckFailure, ShapeTrace, Status
 from pytest_mlcanon.grade import integrity, recheck
 from pytest_mlcanon.grade.channel import CodecError, decode
 from pytest_mlcanon.grade.compare import compare
 from pytest_mlcanon.grade.config import GradeConfig
 from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
 from pytest_mlcanon.grade.runner import JobRun
-from pytest_mlcanon.impl import Impl
-from pytest_mlcanon.redirect import reference_dir
-from pytest_mlcanon.rubric import api
-from pytest_mlcanon.rubric.model import AXES, AxisResult, Finding, Outcome, verdict_for
+from pytest_mlcanon.rubric.model import AXES, Finding, ItemScore, Outcome, Verdict, judge
 from pytest_mlcanon.settings import Settings
 
-FRAME_KINDS = frozenset({"hello", "start", "phase", "collected", "outcome", "recheck", "violation", "report", "done",
+_T = TypeVar("_T")
+FRAME_KINDS = frozenset({"hello", "start", "phase", "collected", "outcome", "recheck", "violation", "evidence", "done",
                          "harness-error", "oversize", "limit"})
-OUTCOMES = frozenset({"passed", "failed", "error", "skipped"})
 
 
 @dataclass
@@ -60,8 +60,7 @@ class Claims:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     recheck: dict[int, dict[str, Any]] = field(default_factory=dict)
     violations: list[Finding] = field(default_factory=list)
-    report: dict[str, Any] | None = None
-    states: dict[str, dict[str, str]] = field(default_factory=dict)
+    evidence: dict[str, ItemEvidence] = field(default_factory=dict)  # by slug
     done: bool = False
     output_limit: bool = False
     harness_error: str = ""
@@ -89,10 +88,8 @@ def read_frames(frames: list[dict[str, Any]]) -> Claims:
         elif kind == "hello":
             claims.notes = [str(n)[:300] for n in frame.get("notes", []) if isinstance(n, str)]
         elif kind == "outcome":
-            outcome = _outcome(frame.get("outcome"))
-            if outcome is None:
-                claims.protocol.append("a malformed test outcome")
-            else:
+            outcome = _decoded(Outcome.from_json, frame.get("outcome"), "a malformed test outcome", claims)
+            if outcome is not None:
                 claims.outcomes[norm(outcome.nodeid)] = outcome
         elif kind == "recheck" and isinstance(frame.get("index"), int):
             if frame["index"] in claims.recheck:
@@ -100,33 +97,31 @@ def read_frames(frames: list[dict[str, Any]]) -> Claims:
             claims.recheck[frame["index"]] = frame
         elif kind == "violation":
             claims.violations.append(_violation(frame))
-        elif kind == "report":
-            claims.report = frame.get("report") if isinstance(frame.get("report"), dict) else None
-            states = frame.get("states")
-            claims.states = states if isinstance(states, dict) else {}
+        elif kind == "evidence":
+            evidence = _decoded(ItemEvidence.from_json, frame.get("evidence"), "malformed item evidence", claims)
+            if evidence is not None and evidence.slug in claims.evidence:
+                claims.protocol.append("two evidence frames for one item")
+            if evidence is not None:
+                claims.evidence[evidence.slug] = evidence
         elif kind == "done":
             claims.done = True
         elif kind == "limit":
             claims.output_limit = frame.get("name") == "output"
         elif kind == "harness-error":
             claims.harness_error = str(frame.get("error", ""))[:500]
-    for kind in ("hello", "report", "done"):
+    for kind in ("hello", "done"):
         if counts.get(kind, 0) > 1:
             claims.protocol.append(f"{counts[kind]} {kind} frames")
     return claims
 
 
-def _outcome(data: Any) -> Outcome | None:
-    if not isinstance(data, dict) or data.get("outcome") not in OUTCOMES or not isinstance(data.get("nodeid"), str):
-        return None
-    where = data.get("where")
-    location = (str(where[0]), int(where[1])) if isinstance(where, list) and len(where) == 2 else None
+def _decoded(decode: Callable[[object], _T], data: object, what: str, claims: Claims) -> _T | None:
+    """A frame's payload through its codec; a payload that does not decode is a protocol problem."""
     try:
-        duration = float(data.get("duration", 0.0))
-    except (TypeError, ValueError):
-        duration = 0.0
-    return Outcome(data["nodeid"], data["outcome"], bool(data.get("probe")), bool(data.get("edge")),
-                   bool(data.get("contract")), str(data.get("message", ""))[:500], duration, location)
+        return decode(data)
+    except EvidenceError as exc:
+        claims.protocol.append(f"{what} ({exc})")
+        return None
 
 
 def _violation(frame: dict[str, Any]) -> Finding:
@@ -141,60 +136,61 @@ def _violation(frame: dict[str, Any]) -> Finding:
 # -- the assessment -----------------------------------------------------------------------------------------
 
 
-#: How the rubric is computed from the evidence: ``rubric.score_item`` itself, or the same call in a
+#: How the rubric is computed from the evidence: ``rubric.score`` itself, or the same call in a
 #: limited worker process (the batch passes ``WorkerPool.call``-based scoring: the files are untrusted).
-Scorer = Callable[[rubric.Evidence, Settings], dict[str, AxisResult]]
+Scorer = Callable[[ItemEvidence, rubric.ItemSources, Settings], ItemScore]
 
 
 def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, calibration: Calibration,
            scan_findings: list[Finding], config: GradeConfig, settings: Settings,
-           scorer: Scorer = rubric.score_item) -> ItemResult:
+           scorer: Scorer = rubric.score) -> ItemResult:
     """The gradebook cell of one job that ran."""
     claims = read_frames(run.frames)
-    result = ItemResult(item.slug, item.number, item.title, "scored", sandbox=claims.notes,
+    result = ItemResult(item.slug, item.number, item.title, Status.SCORED, sandbox=claims.notes,
                         time_s=round(run.wall_s, 3), cpu_s=round(run.exit.cpu_s, 3) if run.exit else 0.0,
                         peak_mb=round(run.peak_mb, 1), max_points=config.points.item(item.slug))
-    files = Impl(impl_dir, "--impl").files(item)
-    result.files = [_display(p, display_root) for p in files]
+    sources = rubric.ItemSources(item, impl_dir, display_root)
+    result.files = [sources.display(f) for f in sources.files]
     result.status, ending = _status(run, claims, item, config)
     outcomes, result.tests = _tests(item, calibration, claims, run, result.status, ending, config)
     result.recheck = _recheck(item, calibration, claims, config)
     result.integrity = _integrity(scan_findings, claims, run)
-    broken = ""
-    if result.status in ("scored", "timeout", "crashed", "killed"):
-        broken = _score(result, item, files, outcomes, claims, display_root, settings, scorer)
+    broken, judged = "", None
+    if result.status.scored:
+        broken, judged = _score(result, sources, outcomes, claims, settings, scorer)
     _award(result, config)
-    result.verdict = _verdict(result, broken or ending)
+    result.verdict = _verdict(result, broken or ending, judged)
     return result
 
 
-def _status(run: JobRun, claims: Claims, item: catalog.Item, config: GradeConfig) -> tuple[str, str]:
-    """(status, what ended it) from the parent's own observations first, the child's claims last."""
+def _status(run: JobRun, claims: Claims, item: catalog.Item, config: GradeConfig) -> tuple[Status, str]:
+    """(status, what ended it) from the parent's own observations first, the child's claims last
+    (a claimed import error or missing canon tests only costs the student)."""
     limits = config.limits
     where = f" (in {test_name(run.killed_in)})" if run.killed_in and run.killed_in != "starting" else ""
     if run.killed == "test":
-        return "timeout", f"{test_name(run.killed_in)} ran over {limits.test_timeout_s:g} s"
+        return Status.TIMEOUT, f"{test_name(run.killed_in)} ran over {limits.test_timeout_s:g} s"
     if run.killed == "wall":
-        return "timeout", f"the job ran over {limits.wall_s:g} s{where}"
+        return Status.TIMEOUT, f"the job ran over {limits.wall_s:g} s{where}"
     if run.killed == "memory":
-        return "killed", f"memory over {limits.memory_mb} MB{where}"
+        return Status.KILLED, f"memory over {limits.memory_mb} MB{where}"
     if run.exit is not None and run.exit.signal == signal.SIGXCPU:
-        return "timeout", f"CPU limit of {limits.cpu_s:g} s{where}"
+        return Status.TIMEOUT, f"CPU limit of {limits.cpu_s:g} s{where}"
     if (run.exit is not None and run.exit.signal == signal.SIGXFSZ) or claims.output_limit:
-        return "killed", f"wrote more than {limits.output_mb} MB (output limit){where}"
+        return Status.KILLED, f"wrote more than {limits.output_mb} MB (output limit){where}"
     if claims.harness_error:
-        return "harness error", claims.harness_error
+        return Status.HARNESS_ERROR, claims.harness_error
     if not claims.done:
         current = _last_started(run)
         ended = run.exit.describe() if run.exit else "no exit status"
         during = f" during {test_name(current)}" if current else ""
-        return "crashed", f"the process ended{during} ({ended})"
-    state = claims.states.get(item.slug, {})
-    if state.get("status") == "error":
-        return "error", str(state.get("error", "the module could not be imported"))
-    if state.get("status") == "no tests":
-        return "no tests", "the canon has no reference tests for this item"
-    return "scored", ""
+        return Status.CRASHED, f"the process ended{during} ({ended})"
+    claimed = claims.evidence.get(item.slug)
+    if claimed is not None and claimed.status is Status.ERROR:
+        return Status.ERROR, claimed.detail or "the module could not be imported"
+    if claimed is not None and claimed.status is Status.NO_TESTS:
+        return Status.NO_TESTS, "the canon has no reference tests for this item"
+    return Status.SCORED, ""
 
 
 def _last_started(run: JobRun) -> str:
@@ -204,12 +200,12 @@ def _last_started(run: JobRun) -> str:
     return ""
 
 
-def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: JobRun, status: str, ending: str,
+def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: JobRun, status: Status, ending: str,
            config: GradeConfig) -> tuple[list[Outcome], list[GradedTest]]:
     """Every expected test with its outcome; a test that never reported is failed, and says why."""
     known = [norm(n) for n in calibration.nodeids.get(item.slug, [])]
     expected = known or list(claims.outcomes)
-    stuck = norm(run.killed_in or _last_started(run)) if status in ("timeout", "crashed", "killed") else ""
+    stuck = norm(run.killed_in or _last_started(run)) if status.stopped else ""
     probes = {norm(n) for n in calibration.probes.get(item.slug, [])}
     contract = {norm(n) for n in calibration.contract.get(item.slug, [])}
     outcomes: list[Outcome] = []
@@ -218,10 +214,10 @@ def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: Jo
         outcome = claims.outcomes.get(nodeid)
         label = ""
         if outcome is None:
-            if status == "error":
+            if status is Status.ERROR:
                 continue
             if nodeid == stuck:
-                label = {"timeout": "timeout", "killed": "killed"}.get(status, "crashed")
+                label = str(status)
                 message = ending
             else:
                 label, message = "not run", f"not run: {ending}" if ending else "no result was reported"
@@ -277,80 +273,35 @@ def _integrity(scan_findings: list[Finding], claims: Claims, run: JobRun) -> lis
     return found
 
 
-def _score(result: ItemResult, item: catalog.Item, files: tuple[Path, ...], outcomes: list[Outcome],
-           claims: Claims, root: Path, settings: Settings, scorer: Scorer) -> str:
-    """Recompute the five axes from the files and the outcomes; gate correctness on the re-check.
-    Returns why the item could not be scored, or ''."""
-    runtime, notes = _runtime_shapes(claims, item)
-    evidence = rubric.Evidence(item, list(files), [reference_dir() / f for f in item.module_files], outcomes, root,
-                               runtime_shape_findings=runtime, runtime_shape_notes=notes,
-                               runtime_transposes=_runtime_transposes(claims, item, files))
-    try:
-        axes = scorer(evidence, settings)
-    except Exception as exc:  # noqa: BLE001 - the grader must survive whatever the files contain
-        result.status = "error"
-        return f"the rubric could not score this item: {type(exc).__name__}: {exc}"
+def _score(result: ItemResult, sources: rubric.ItemSources, outcomes: list[Outcome], claims: Claims,
+           settings: Settings, scorer: Scorer) -> tuple[str, Verdict | None]:
+    """Score the rubric once, from the parent's files and the evidence it trusts: the outcomes of
+    ``_tests``, the child's shape trace, and its own re-check, which voids the tests' credit when it
+    failed or never answered. Returns why the item could not be scored ('' when it was) and its
+    verdict."""
+    item = sources.item
+    claimed = claims.evidence.get(item.slug)
     check = result.recheck
-    if check.status in ("failed", "not run"):
+    voided = check.status in ("failed", "not run")
+    evidence = ItemEvidence(
+        item.slug, result.status, files=tuple(sources.files), outcomes=tuple(outcomes),
+        shapes=claimed.shapes if claimed is not None else ShapeTrace(),
+        recheck=RecheckFailure(check.status, tuple(check.problems) or (check.detail,)) if voided else None)
+    try:
+        score = scorer(evidence, sources, settings)
+    except Exception as exc:  # noqa: BLE001 - the grader must survive whatever the files contain
+        result.status = Status.ERROR
+        return f"the rubric could not score this item: {type(exc).__name__}: {exc}", None
+    tests = [o for o in outcomes if not o.probe]
+    clean = any(o.outcome == "passed" for o in tests) and not any(o.failed for o in tests)
+    if check.status == "failed" and clean:
         detail = "; ".join(check.problems) or check.detail
-        extra = Finding("REC001", result.files[0] if result.files else item.slug, 0,
-                        f"seeded re-check {check.status}: {detail}",
-                        "compute the answer from the inputs: fresh inputs must give the reference's outputs")
-        old = axes["correctness"]
-        axes["correctness"] = AxisResult(False, (*old.findings, extra), old.notes)
-        tests = [o for o in outcomes if not o.probe]
-        clean = any(o.outcome == "passed" for o in tests) and all(o.outcome in ("passed", "skipped") for o in tests)
-        if check.status == "failed" and clean:
-            result.integrity.append(integrity.finding("INT010", result.files[0] if result.files else "", 0,
-                                                      detail[:200]))
-    result.axes = {axis: axes[axis].passed for axis in AXES}
-    result.score = sum(result.axes.values())
-    result.findings = [f for axis in AXES for f in axes[axis].findings]
-    result.notes = [note for axis in AXES for note in axes[axis].notes]
-    return ""
-
-
-def _runtime_shapes(claims: Claims, item: catalog.Item) -> tuple[list[Finding], list[str]]:
-    """SHP002 findings and the run-time notes of the child's own rubric report for this item."""
-    shapes = _child_axis(claims, item, "shapes")
-    findings = []
-    for raw in shapes.get("findings", []):
-        try:
-            if raw["code"] == "SHP002":
-                findings.append(Finding("SHP002", str(raw["path"]), int(raw["line"]), str(raw["message"])[:400],
-                                        str(raw.get("hint", ""))))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return findings, [str(n)[:300] for n in shapes.get("notes", [])[1:] if isinstance(n, str)]  # [0]: static coverage
-
-
-def _runtime_transposes(claims: Claims, item: catalog.Item, files: tuple[Path, ...]) -> dict[tuple[str, int], int]:
-    """The run-time API001 of the child's report (a ``.T`` that reversed a value of ndim > 2), keyed by
-    the parent's own copy of the file. A claim like SHP002: forging one only costs the student, and
-    hiding one is worth no more than not writing the ``.T``."""
-    own = {f"{module}.py": str(path.resolve()) for module in item.modules for path in files
-           if path.as_posix().endswith(f"/{module}.py")}
-    found: dict[tuple[str, int], int] = {}
-    for raw in _child_axis(claims, item, "api").get("findings", []):
-        if not isinstance(raw, dict):
-            continue
-        ndim = api.runtime_transpose_ndim(str(raw.get("message", "")))
-        path = next((p for rel, p in own.items() if str(raw.get("path", "")).endswith(rel)), None)
-        if ndim is not None and path is not None and isinstance(raw.get("line"), int):
-            found[(path, raw["line"])] = ndim
-    return found
-
-
-def _child_axis(claims: Claims, item: catalog.Item, axis: str) -> dict[str, Any]:
-    """One axis of the item in the child's rubric report ({} when absent or malformed)."""
-    report = claims.report or {}
-    for entry in report.get("items", []) if isinstance(report.get("items"), list) else []:
-        if isinstance(entry, dict) and entry.get("slug") == item.slug:
-            axes = entry.get("axes")
-            found = axes.get(axis) if isinstance(axes, dict) else None
-            if isinstance(found, dict):
-                return {k: v for k, v in found.items() if k in ("findings", "notes") and isinstance(v, list)}
-    return {}
+        result.integrity.append(integrity.finding("INT010", result.files[0] if result.files else "", 0, detail[:200]))
+    result.axes = {axis: score.axes[axis].passed for axis in AXES}
+    result.score = score.score
+    result.findings = score.findings
+    result.notes = [note for axis in AXES for note in score.axes[axis].notes]
+    return "", judge(score.axes)
 
 
 def _award(result: ItemResult, config: GradeConfig) -> None:
@@ -359,8 +310,7 @@ def _award(result: ItemResult, config: GradeConfig) -> None:
     full = result.max_points
     result.axis_points = {axis: 0.0 for axis in AXES}
     result.axis_max = {axis: round(full * points.share(axis), 4) for axis in AXES}
-    credited = result.status in ("scored", "timeout", "crashed", "killed") and result.recheck.status not in (
-        "failed", "not run")
+    credited = result.status.scored and result.recheck.status not in ("failed", "not run")
     advice = not config.settings().contract_required
     graded = [t for t in result.tests if not t.probe and not (t.contract and advice) and t.outcome != "skipped"]
     total = sum(t.weight for t in graded)
@@ -377,9 +327,9 @@ def _award(result: ItemResult, config: GradeConfig) -> None:
     result.points = round(sum(result.axis_points.values()), 4)
 
 
-def _verdict(result: ItemResult, ending: str) -> str:
+def _verdict(result: ItemResult, ending: str, judged: Verdict | None) -> str:
     """One line: the flag first when there is one, then what happened."""
-    base = _outcome_line(result, ending)
+    base = _outcome_line(result, ending, judged)
     if not result.flagged:
         return base
     first = result.integrity[0]
@@ -388,28 +338,16 @@ def _verdict(result: ItemResult, ending: str) -> str:
     return f"flagged: {first.code} {integrity.RULES[first.code].title}{where}{more}; {base}"[:400]
 
 
-def _outcome_line(result: ItemResult, ending: str) -> str:
-    if result.status == "scored" and result.score is not None:
-        parts = [f"{verdict_for(result.score)} {result.score}/5"]
-        failed = result.tests_count("failed") + result.tests_count("error")
-        if failed:
-            parts.append(f"{failed} of {len(result.tests)} tests failed")
-        if result.recheck.status in ("failed", "not run"):
-            parts.append(f"re-check {result.recheck.status}: {(result.recheck.problems or [result.recheck.detail])[0]}")
-        return "; ".join(parts)[:300]
+def _outcome_line(result: ItemResult, ending: str, judged: Verdict | None) -> str:
+    """``no 4/5: correctness failed (8 of 39 tests)`` for a scored item, else what stopped it."""
+    if result.status is Status.SCORED and result.score is not None and judged is not None:
+        return judged.with_score(result.score)[:300]
     passed = result.tests_count("passed")
     tail = f"; {passed} of {len(result.tests)} tests had passed" if result.tests else ""
     return f"{result.status}: {ending}{tail}"[:300]
 
 
-def _display(path: Path, root: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(root.resolve()))
-    except ValueError:
-        return str(path)
-
-
-def not_run(item: catalog.Item, status: str, message: str, config: GradeConfig) -> ItemResult:
+def not_run(item: catalog.Item, status: Status, message: str, config: GradeConfig) -> ItemResult:
     """The cell of an item that never ran: not attempted, no tests, or a grader failure."""
     return ItemResult(item.slug, item.number, item.title, status, verdict=f"{status}: {message}",
                       max_points=config.points.item(item.slug))

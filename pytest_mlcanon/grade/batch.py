@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mlcanon import catalog, rubric
+from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.grade import discover, recheck, sandbox, scan, snapshot, uids
 from pytest_mlcanon.grade import shard as shard_mod
 from pytest_mlcanon.grade.assess import Calibration, assess, not_run
@@ -48,9 +49,9 @@ from pytest_mlcanon.grade.sandbox import SandboxSpec
 from pytest_mlcanon.grade.text import clean, readable
 from pytest_mlcanon.grade.worker import WorkerError, WorkerPool
 from pytest_mlcanon.impl import Impl
+from pytest_mlcanon.layout import tests_dir
 from pytest_mlcanon.redirect import reference_dir
 from pytest_mlcanon.rubric.model import Finding
-from pytest_mlcanon.run import tests_dir
 
 
 class BatchError(RuntimeError):
@@ -137,7 +138,7 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
         students.append(student)
         if sub.impl is None:
             for item in items:
-                cells[(sub.student, item.slug)] = cleaned(not_run(item, "not attempted", sub.problem, config))
+                cells[(sub.student, item.slug)] = cleaned(not_run(item, Status.NOT_ATTEMPTED, sub.problem, config))
             continue
         folder = snapshots / sub.student
         try:
@@ -145,7 +146,7 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
         except Exception as exc:  # noqa: BLE001 - one student's files never stop the batch
             for item in items:
                 cells[(sub.student, item.slug)] = cleaned(not_run(
-                    item, "error", f"the files could not be copied: {type(exc).__name__}: {exc}", config))
+                    item, Status.ERROR, f"the files could not be copied: {type(exc).__name__}: {exc}", config))
             continue
         if skipped:
             more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
@@ -153,7 +154,7 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
         for item in items:
             missing = Impl(folder, "--impl").missing_modules(item)
             if missing:
-                cells[(sub.student, item.slug)] = not_run(item, "not attempted", _absent(missing, skipped), config)
+                cells[(sub.student, item.slug)] = not_run(item, Status.NOT_ATTEMPTED, _absent(missing, skipped), config)
             else:
                 wanted.append((sub.student, item, folder))
     jobs: list[Job] = []
@@ -164,7 +165,7 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
                 found = future.result()
             except WorkerError as exc:
                 cells[(student_id, item.slug)] = cleaned(not_run(
-                    item, "error", f"the files could not be read for the integrity scan: {exc}", config))
+                    item, Status.ERROR, f"the files could not be read for the integrity scan: {exc}", config))
                 continue
             jobs.append(Job(len(jobs) + 1, student_id, item, folder, found))
     return students, cells, jobs
@@ -330,7 +331,7 @@ class _Runner:
         self.config = config
         self.settings = settings
         self.pool = pool
-        self.scorer = functools.partial(workers_pool.call, rubric.score_item)
+        self.scorer = functools.partial(workers_pool.call, rubric.score)
         self.limits = Limits(config.limits.wall_s, config.limits.test_timeout_s, config.limits.memory_mb)
 
     def work(self, pending: queue.Queue[Job], assessor: ThreadPoolExecutor, results: list[Future[None]],
@@ -358,7 +359,7 @@ class _Runner:
                 try:
                     finished.append((job, self.run(job, uid, on_forked=hand_over)))
                 except Exception as exc:  # noqa: BLE001 - one job's failure never stops the batch
-                    record(job, not_run(job.item, "harness error", f"{type(exc).__name__}: {exc}", self.config))
+                    record(job, not_run(job.item, Status.HARNESS_ERROR, f"{type(exc).__name__}: {exc}", self.config))
                 finally:
                     if self.pool is not None and uid is not None:
                         self.pool.release(uid)
@@ -370,7 +371,7 @@ class _Runner:
             cell = assess(job.item, job.snapshot, self.snapshots, run, self.calibration, job.scan, self.config,
                           self.settings, self.scorer)
         except Exception as exc:  # noqa: BLE001 - one job's failure never stops the batch
-            cell = not_run(job.item, "harness error", f"assessing: {type(exc).__name__}: {exc}", self.config)
+            cell = not_run(job.item, Status.HARNESS_ERROR, f"assessing: {type(exc).__name__}: {exc}", self.config)
         record(job, cell)
 
     def run(self, job: Job, uid: int | None, on_forked: Callable[[], None] | None = None) -> JobRun:

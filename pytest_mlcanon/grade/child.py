@@ -3,8 +3,8 @@
 Order matters. The sandbox and the audit hook are in place before the learner's first line runs.
 The re-check comes before the tests, so a submission cannot forge passing tests and then hang or
 exit before the one check it cannot forge: if the child dies in the re-check, no test ran. The
-tests then run through the plugin exactly as ``pytest --canon-item`` runs them, with ``stream``
-sending each start and outcome as it happens.
+tests then run through the plugin as ``pytest --canon-item`` runs them, gathering evidence only,
+with ``stream`` sending each start and outcome as it happens and each item's evidence at the end.
 """
 
 from __future__ import annotations
@@ -46,10 +46,12 @@ class JobRequest:
 
 def pytest_argv(ini: str, tests_dir: str, items: str, impl: str, options: tuple[str, ...] = ()) -> list[str]:
     """The pytest command line of a job (and of the zygote's reference run, with ``impl=canon_refs``):
-    a trusted empty ini file, so nothing in the submission or the current folder configures pytest."""
+    a trusted empty ini file, so nothing in the submission or the current folder configures pytest;
+    ``--canon-gather-only``: the run gathers each item's evidence and scores nothing (the parent does)."""
     quiet = [arg for plugin in UNUSED_PLUGINS for arg in ("-p", f"no:{plugin}")]
     return ["-c", ini, "--rootdir", os.path.dirname(ini), "--confcutdir", tests_dir, *quiet,
-            "-p", "pytest_mlcanon.plugin", "-q", "--color=no", f"--canon-item={items}", f"--impl={impl}", *options]
+            "-p", "pytest_mlcanon.plugin", "-q", "--color=no", f"--canon-item={items}", f"--impl={impl}",
+            "--canon-gather-only", *options]
 
 
 def main(request: JobRequest, fd: int) -> int:

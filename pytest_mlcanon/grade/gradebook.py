@@ -10,12 +10,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.grade.text import clean
 from pytest_mlcanon.rubric.model import AXES, Finding
 
 FORMAT_VERSION = 1
-#: Statuses of an item that ran far enough to be scored (possibly partially: the tests before a timeout).
-RAN = ("scored", "timeout", "crashed", "killed")
 
 
 @dataclass
@@ -49,7 +48,7 @@ class ItemResult:
     slug: str
     number: int
     title: str
-    status: str  # scored, not attempted, error, timeout, crashed, killed, no tests, harness error
+    status: Status  # scored (status.scored: also timeout, crashed, killed: the tests before it count)
     verdict: str = ""
     axes: dict[str, bool] = field(default_factory=dict)
     score: int | None = None
@@ -131,6 +130,7 @@ class Gradebook:
             raw["points"] = round(student.points, 4)
             raw["max_points"] = round(student.max_points, 4)
             for item, raw_item in zip(student.items, raw["items"]):
+                raw_item["status"] = str(item.status)
                 raw_item["flagged"] = item.flagged
         return data
 
@@ -145,13 +145,14 @@ class Gradebook:
 
 def _finding(data: dict[str, Any]) -> Finding:
     return Finding(str(data["code"]), str(data["path"]), int(data["line"]), str(data["message"]),
-                   str(data.get("hint", "")))
+                   str(data.get("hint", "")), str(data.get("subject", "")))
 
 
 def _item(data: dict[str, Any]) -> ItemResult:
     known = {f.name for f in fields(ItemResult)}
-    plain = {k: v for k, v in data.items() if k in known and k not in ("tests", "findings", "integrity", "recheck")}
-    return ItemResult(**plain, tests=[GradedTest(**t) for t in data.get("tests", [])],
+    plain = {k: v for k, v in data.items()
+             if k in known and k not in ("status", "tests", "findings", "integrity", "recheck")}
+    return ItemResult(**plain, status=Status.from_json(data.get("status")), tests=[GradedTest(**t) for t in data.get("tests", [])],
                       findings=[_finding(f) for f in data.get("findings", [])],
                       integrity=[_finding(f) for f in data.get("integrity", [])],
                       recheck=Recheck(**data.get("recheck", {})))
@@ -171,7 +172,7 @@ def cleaned(item: ItemResult) -> ItemResult:
                        hint=clean(f.hint, 300))
 
     return replace(
-        item, status=clean(item.status, 40), verdict=clean(item.verdict, 400),
+        item, verdict=clean(item.verdict, 400),
         tests=[replace(t, name=clean(t.name, 300), outcome=clean(t.outcome, 20), message=clean(t.message, 600))
                for t in item.tests],
         findings=[finding(f) for f in item.findings], notes=[clean(n, 300) for n in item.notes],
@@ -183,7 +184,7 @@ def cleaned(item: ItemResult) -> ItemResult:
 
 def axis_mark(item: ItemResult, axis: str) -> str:
     """``yes``/``NO`` for an axis that was scored, ``-`` otherwise (the same marks as the rubric table)."""
-    if item.status not in RAN or axis not in item.axes:
+    if not item.status.scored or axis not in item.axes:
         return "-"
     return "yes" if item.axes[axis] else "NO"
 

@@ -65,7 +65,8 @@ WATCHED = (
     "_pytest.reports.TestReport.from_item_and_call", "_pytest.reports.TestReport.__init__",
     "_pytest.python.pytest_pyfunc_call", "_pytest.python.Function.runtest", "_pytest.outcomes.fail",
     "_pytest.outcomes.skip", "pluggy._callers._multicall", "pluggy._manager.PluginManager._hookexec",
-    "pytest_mlcanon.run.CanonRun.record", "pytest_mlcanon.grade.stream.StreamPlugin.pytest_runtest_logreport",
+    "pytest_mlcanon.run.record.Record.pytest_runtest_logreport", "pytest_mlcanon.run.state.CanonRun.evidence",
+    "pytest_mlcanon.grade.stream.StreamPlugin.pytest_runtest_logreport",
     "pytest_mlcanon.grade.channel.ChannelWriter.send", "os.write",
 )
 MAX_REPORTS = 50

@@ -1,23 +1,23 @@
 """The grading child's pytest plugin: streams each test's start and outcome to the parent as it
-happens, so a crash or a kill still leaves the parent a clear record of the tests that ran before it.
+happens, so a crash or a kill still leaves the parent a clear record of the tests that ran before it,
+and at the end each item's ``ItemEvidence``. The child scores nothing (its run is ``gather_only``):
+the parent decodes the evidence, applies its trust policy and scores it (``assess``).
 
-Thin hooks only: outcomes come from the plugin's own ``CanonRun`` (already folded over the setup,
-call and teardown phases), the rubric report from its ``finish``; the guard's tamper check runs after
-every teardown.
+Thin hooks only: outcomes come from the run's record job (already folded over the setup, call and
+teardown phases), the evidence from the run's state; the guard's tamper check runs after every
+teardown.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import pytest
 
-from pytest_mlcanon import catalog
 from pytest_mlcanon.grade.channel import ChannelWriter
 from pytest_mlcanon.grade.guard import Guard
 from pytest_mlcanon.plugin import RUN_PLUGIN_NAME
-from pytest_mlcanon.run import ITEM_PROPERTY
+from pytest_mlcanon.run import ITEM_PROPERTY, CanonRun
 
 
 class StreamPlugin:
@@ -40,10 +40,11 @@ class StreamPlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         slug = _slug(report.user_properties)
-        state = self._state(slug)
+        run = self._run()
+        state = run.state_of(slug) if run is not None and slug is not None else None
         outcome = state.outcomes.get(report.nodeid) if state is not None else None
         if outcome is not None:
-            self.channel.send("outcome", item=slug, outcome=asdict(outcome))
+            self.channel.send("outcome", item=slug, outcome=outcome.to_json())
         if report.when == "teardown" and self.guard is not None and self.config is not None:
             self.guard.check(self.config.pluginmanager.get_plugins())
 
@@ -51,20 +52,16 @@ class StreamPlugin:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.guard is not None:
             self.guard.check(session.config.pluginmanager.get_plugins())
-        run = session.config.pluginmanager.get_plugin(RUN_PLUGIN_NAME)
-        report = getattr(run, "report", None)
-        states = getattr(run, "states", {})
-        self.channel.send("report", report=report.to_dict() if report is not None else None,
-                          states={s.item.slug: {"status": s.status, "error": s.error} for s in states.values()})
+        run = self._run()
+        for evidence in run.evidence() if run is not None else ():
+            self.channel.send("evidence", evidence=evidence.to_json())
 
-    def _state(self, slug: str | None) -> Any:
-        if slug is None or self.config is None:
-            return None
-        run = self.config.pluginmanager.get_plugin(RUN_PLUGIN_NAME)
-        return getattr(run, "states", {}).get(catalog.get(slug).number)
+    def _run(self) -> CanonRun | None:
+        run = self.config.pluginmanager.get_plugin(RUN_PLUGIN_NAME) if self.config is not None else None
+        return run if isinstance(run, CanonRun) else None
 
 
 def _slug(properties: list[tuple[str, object]]) -> str | None:
-    """The canon item the plugin tagged a test with (``CanonRun.select``)."""
+    """The canon item the run tagged a test with (its collect job)."""
     slug = dict(properties).get(ITEM_PROPERTY)
     return slug if isinstance(slug, str) else None

@@ -22,8 +22,10 @@ class Report:
 
     @property
     def failed_items(self) -> list[ItemScore]:
-        """Items that fail the run: not scored, or scored below ``min_score``."""
-        return [i for i in self.items if i.status != "scored" or (self.min_score and i.score < self.min_score)]
+        """Items that fail the run: one whose status fails it (``Status.fails_run``), and under
+        ``min_score`` one without a score (a partial run) or scored below it."""
+        return [i for i in self.items
+                if i.status.fails_run or (self.min_score and (not i.scored or i.score < self.min_score))]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -10,7 +10,7 @@ HEADERS = ["item", *(AXIS_TITLES[a] for a in AXES), "score", "verdict"]
 
 
 def mark(item: ItemScore, axis: str) -> str:
-    if item.status != "scored":
+    if not item.scored:
         return "-"
     return "yes" if item.axes[axis].passed else "NO"
 
@@ -18,7 +18,7 @@ def mark(item: ItemScore, axis: str) -> str:
 def rows(report: Report) -> list[list[str]]:
     out = []
     for item in report.items:
-        score = f"{item.score}/5" if item.status == "scored" else "-"
+        score = f"{item.score}/5" if item.scored else "-"
         out.append([f"#{item.number} {item.slug}", *(mark(item, a) for a in AXES), score, item.verdict])
     return out
 

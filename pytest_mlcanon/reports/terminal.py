@@ -22,5 +22,6 @@ def render(report: Report) -> list[str]:
     failed = report.failed_items
     if report.min_score:
         lines += ["", f"minimum score {report.min_score}/5: " + (
-            "all items meet it" if not failed else ", ".join(f"#{i.number} {i.slug}" for i in failed) + " do not")]
+            "all items meet it" if not failed else "not met by " + ", ".join(
+                f"#{i.number} {i.slug} ({f'{i.score}/5' if i.scored else i.verdict})" for i in failed))]
     return lines

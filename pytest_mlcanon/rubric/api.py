@@ -15,8 +15,10 @@ import re
 from collections.abc import Iterable, Mapping
 
 from pytest_mlcanon.catalog import Item
+from pytest_mlcanon.evidence import Timing
 from pytest_mlcanon.rubric import shape_grammar
 from pytest_mlcanon.rubric.model import AxisResult, Finding
+from pytest_mlcanon.rubric.rules import finding
 from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions, resolve, walk
 from pytest_mlcanon.settings import Settings
 
@@ -149,31 +151,26 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
             if isinstance(node, ast.Attribute) and node.attr == "T" and isinstance(node.value, ast.Name):
                 rank = _rank_before(ranks, node.value.id, node.lineno)
                 if rank is not None and rank >= 3:
-                    out.append(Finding("API001", where, node.lineno, f"`{node.value.id}.T` reverses every axis of "
-                                       "a 3-D+ tensor; only the last two were meant to swap",
-                                       "use .transpose(-2, -1) or .mT"))
+                    out.append(finding("API001", where, node.lineno, subject=f"`{node.value.id}.T`",
+                                       rank="3-D or larger", seen=""))
             if isinstance(node, ast.Call) and call_name(node) == "transpose" and not node.args and not node.keywords:
                 receiver = getattr(node.func, "value", None)
                 if isinstance(receiver, ast.Name):
                     rank = _rank_before(ranks, receiver.id, node.lineno)
                     if rank is not None and rank >= 3:
-                        out.append(Finding("API001", where, node.lineno, "np.transpose without axes reverses "
-                                           "every axis of a 3-D+ array", "pass axes, or use np.swapaxes(x, -1, -2)"))
+                        out.append(finding("API001", where, node.lineno, subject="np.transpose without axes",
+                                           rank="3-D or larger", seen=""))
             if isinstance(node, ast.Call) and call_name(node) == "view" and isinstance(node.func, ast.Attribute):
                 receiver = node.func.value
                 if _transposed(receiver) or (
                     isinstance(receiver, ast.Name) and _name_from_transpose(fn, receiver.id, node.lineno)
                 ):
-                    out.append(Finding("API002", where, node.lineno, ".view on a transposed (non-contiguous) "
-                                       "tensor raises at run time or needs a silent copy elsewhere",
-                                       "use .reshape(...), or .contiguous().view(...)"))
+                    out.append(finding("API002", where, node.lineno))
             if _element_loop(node, sizes, lists):
                 assert isinstance(node, ast.For)
                 inner = [n for n in ast.walk(node) if n is not node and _element_loop(n, sizes, lists)]
                 if inner:
-                    out.append(Finding("API003", where, node.lineno, "Python double loop over tensor elements "
-                                       "where the item expects vectorised code",
-                                       "broadcast instead: a[:, None, :] - b[None, :, :], or one matmul"))
+                    out.append(finding("API003", where, node.lineno))
     seen_forbidden: set[tuple[int, str]] = set()
     for node in walk(source.tree):
         line = getattr(node, "lineno", 0)
@@ -182,9 +179,7 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
             for banned in item.forbidden if item else ():
                 if (full == banned or full.startswith(banned + ".")) and (line, banned) not in seen_forbidden:
                     seen_forbidden.add((line, banned))
-                    out.append(Finding("API005", where, line, f"`{full}` is a forbidden shortcut for "
-                                       f"{item.label if item else ''}: the drill is to write it yourself",
-                                       "implement it from the formula"))
+                    out.append(finding("API005", where, line, subject=full, item=item.label if item else ""))
     return sorted(set(out), key=lambda f: (f.line, f.code))
 
 
@@ -192,11 +187,10 @@ def _name_findings(node: ast.AST, full: str, where: str) -> list[Finding]:
     found = []
     line = getattr(node, "lineno", 0)
     if full in DEPRECATED and isinstance(node, ast.Attribute):
-        found.append(Finding("API004", where, line, f"`{full}` is deprecated", f"use {DEPRECATED[full]}"))
+        found.append(finding("API004", where, line, subject=full, replacement=DEPRECATED[full]))
     parts = full.split(".")
     if parts[:2] == ["numpy", "random"] and len(parts) == 3 and parts[2] in LEGACY_RNG:
-        found.append(Finding("API007", where, line, f"`np.random.{parts[2]}` uses the legacy global RNG",
-                             "take a seed and use rng = np.random.default_rng(seed)"))
+        found.append(finding("API007", where, line, subject=parts[2]))
     return found
 
 
@@ -222,34 +216,23 @@ def _name_from_transpose(fn: ast.AST, name: str, line: int) -> bool:
     return latest is not None and _transposed(latest)
 
 
-RUNTIME_TRANSPOSE = "`.T` reversed every axis of a {ndim}-D value when the tests ran; only the last two were meant to swap"
-_RUNTIME_TRANSPOSE = re.compile(re.escape(RUNTIME_TRANSPOSE).replace(re.escape("{ndim}"), r"(\d+)"))
-
-
-def runtime_transpose_ndim(message: str) -> int | None:
-    """The ndim in a run-time API001 message (``RUNTIME_TRANSPOSE``), or None for any other message:
-    how the grader reads the finding back from a child's report."""
-    match = _RUNTIME_TRANSPOSE.fullmatch(message)
-    return int(match[1]) if match else None
-
-
 def runtime_findings(sources: Iterable[Source], transposes: Mapping[tuple[str, int], int],
                      static: Iterable[Finding] = ()) -> list[Finding]:
     """API001 for every ``.T`` that reversed a value of ndim > 2 while the tests ran.
 
-    ``transposes`` maps (resolved path, line) to the largest such ndim (``shape_runtime.full_transposes``);
+    ``transposes`` maps (displayed path, line) to the largest such ndim (``ShapeTrace.transposes``);
     lines outside ``sources`` and lines the static rule already flags (``static``) are left out.
     """
     flagged = {(f.path, f.line) for f in static if f.code == "API001"}
-    out: list[Finding] = []
-    for source in sources:
-        resolved = str(source.path.resolve())
-        for (path, line), ndim in sorted(transposes.items()):
-            if path != resolved or (source.display, line) in flagged:
-                continue
-            out.append(Finding("API001", source.display, line, RUNTIME_TRANSPOSE.format(ndim=ndim),
-                               "use .transpose(-2, -1) or .mT (np.swapaxes(x, -1, -2) for arrays)"))
-    return out
+    shown = {source.display for source in sources}
+    return [finding("API001", path, line, subject="`.T`", rank=f"{ndim}-D", seen=" when the tests ran")
+            for (path, line), ndim in sorted(transposes.items()) if path in shown and (path, line) not in flagged]
+
+
+def stall_finding(timing: Timing, item: Item, display: str) -> Finding:
+    """API006: the drill ran past its allowance (counted only under ``--timed=strict``)."""
+    return finding("API006", display, 0, elapsed=timing.elapsed_min, allowed=timing.allowed_min,
+                   attempt=timing.attempt, target=item.minutes, started_from=timing.started_from, slug=item.slug)
 
 
 def evaluate(sources: Iterable[Source], item: Item, settings: Settings,

@@ -3,7 +3,7 @@
 Codes: ``COR001`` a reference test failed, ``COR002`` a public name of the reference is missing from
 the learner's module or cannot be called with the API's signature (a TypeError at a test's call, probes
 included, reported once per function and not again as a failure or a Numerics probe), ``COR003`` the
-item ran no test.
+item ran no test, ``REC001`` (grading) the grader's seeded re-check failed.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import PurePath
 
+from pytest_mlcanon.evidence import Location, RecheckFailure
 from pytest_mlcanon.rubric.model import AxisResult, Finding, Outcome
+from pytest_mlcanon.rubric.rules import finding
 from pytest_mlcanon.rubric.source import Source
 
-FAILING = frozenset({"failed", "error"})
 #: The interpreter's own words for a call that does not fit a function's signature (raised at the call,
 #: before the function runs): these are the Python messages, not ours.
 _SIGNATURE = re.compile(r"TypeError: (?P<function>[\w.<>]+)\(\) (?:got an unexpected keyword argument|missing \d+ "
@@ -29,10 +29,10 @@ def signature_problem(outcome: Outcome) -> str | None:
     """The function a failed test could not call (a missing keyword, a wrong number of arguments),
     or None. Only a TypeError raised at the test's own call counts: one raised deeper, inside the
     learner's code, is an ordinary failure."""
-    if outcome.outcome not in FAILING:
+    if not outcome.failed:
         return None
     match = _SIGNATURE.match(outcome.message)
-    if match is None or outcome.where is None or not PurePath(outcome.where[0]).name.startswith("test_"):
+    if match is None or outcome.where is None or not PurePath(outcome.where.path).name.startswith("test_"):
         return None
     return match.group("function")
 
@@ -58,12 +58,14 @@ def missing_names(learner: Source, reference: Source) -> list[str]:
     return sorted((defined - public_names(learner)) - {n for n in defined if n.startswith("_")})
 
 
-def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *,
-             contract_required: bool = False) -> AxisResult:
-    """Passes when at least one non-probe test ran, none failed, and no public name is missing.
+def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *, contract_required: bool = False,
+             place: str = "", recheck: RecheckFailure | None = None, recheck_place: str = "") -> AxisResult:
+    """Passes when at least one non-probe test ran, none failed, no public name is missing, and
+    (grading) the seeded re-check did not void the tests.
 
     Input-validation checks (``contract`` outcomes) count only when ``contract_required``; otherwise
     they are advice: a note says how many held and which did not, and no finding is made.
+    ``place`` is where a finding no test owns (``COR003``) is placed: the item's test files.
     """
     outcomes = list(outcomes)
     missing = list(missing)
@@ -71,13 +73,31 @@ def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *,
     tests = [o for o in outcomes if not o.probe and o not in advice]
     signatures = _signature_findings([o for o in outcomes if o not in advice])
     called = {o.nodeid for o in outcomes if signature_problem(o)}
-    findings = [_failed(o) for o in tests if o.outcome in FAILING and o.nodeid not in called]
+    failed = [o for o in tests if o.failed and o.nodeid not in called]
+    findings = [_failed(o) for o in failed]
     findings += missing + signatures
-    ran = [o for o in tests if o.outcome != "skipped"]
+    ran = [o for o in tests if o.ran]
     if not ran:
-        findings.append(_nothing_ran([o for o in outcomes if o.probe and o.outcome != "skipped"]))
-    failed = any(o.outcome in FAILING for o in tests) or bool(signatures)
-    return AxisResult(bool(ran) and not failed and not missing, tuple(findings), _contract_notes(advice))
+        findings.append(_nothing_ran([o for o in outcomes if o.probe and o.ran], place))
+    why = _why(len(failed), sum(1 for o in outcomes if o.ran), len(ran), missing, signatures)
+    if recheck is not None:
+        findings.append(finding("REC001", recheck_place, 0, outcome=recheck.outcome,
+                                problems="; ".join(recheck.problems)))
+        why = "; ".join(filter(None, [why, recheck.describe(first_only=True)]))
+    return AxisResult(not why, tuple(findings), _contract_notes(advice), why)
+
+
+def _why(failed: int, ran: int, counted: int, problems: list[Finding], signatures: list[Finding]) -> str:
+    """What failed the axis, for the verdict: ``8 of 39 tests`` (of every test of the item that ran,
+    as pytest counts them), ``a public name is missing``..."""
+    reasons = [f"{failed} of {ran} tests"] if failed else [] if counted else ["no reference test ran"]
+    names = sum(1 for f in problems if f.code == "COR002")
+    if names:
+        reasons.append("a public name is missing" if names == 1 else f"{names} public names are missing")
+    reasons += [f"`{f.subject}` cannot be called as the API calls it" for f in signatures]
+    if any(f.code == "COR004" for f in problems):
+        reasons.append("a file does not parse")
+    return "; ".join(reasons)
 
 
 def _signature_findings(outcomes: list[Outcome]) -> list[Finding]:
@@ -92,19 +112,18 @@ def _signature_findings(outcomes: list[Outcome]) -> list[Finding]:
         first = failed[0]
         error = first.message.partition("TypeError: ")[2]
         count = f"{len(failed)} tests" if len(failed) > 1 else "1 test"
-        findings.append(Finding("COR002", first.where[0] if first.where else "", first.where[1] if first.where else 0,
-                                f"`{function}` cannot be called as the API calls it ({count}): {error}",
-                                f"give `{function}` the API's signature: the parameters, keywords and defaults "
-                                "its stub declares"))
+        place = first.where or Location("", 0)
+        findings.append(finding("COR002", place.path, place.line, subject=function,
+                                problem=f"cannot be called as the API calls it ({count}): {error}"))
     return findings
 
 
 def _contract_notes(advice: list[Outcome]) -> tuple[str, ...]:
     """``input checks (advice): 9 of 12 held; not held: test_rejects_bad_beta, ...``."""
-    ran = [o for o in advice if o.outcome != "skipped"]
+    ran = [o for o in advice if o.ran]
     if not ran:
         return ()
-    missed = [o.nodeid.partition("::")[2] or o.nodeid for o in ran if o.outcome in FAILING]
+    missed = [o.name for o in ran if o.failed]
     text = f"input checks (advice): {len(ran) - len(missed)} of {len(ran)} held"
     if missed:
         shown = ", ".join(missed[:4]) + (f" and {len(missed) - 4} more" if len(missed) > 4 else "")
@@ -112,29 +131,17 @@ def _contract_notes(advice: list[Outcome]) -> tuple[str, ...]:
     return (text,)
 
 
-def locate(result: AxisResult, path: str) -> AxisResult:
-    """The axis with its item-level findings (``COR003``, which no test or line owns) placed at ``path``."""
-    if not path or all(f.path for f in result.findings):
-        return result
-    return replace(result, findings=tuple(f if f.path else replace(f, path=path) for f in result.findings))
-
-
 def _failed(outcome: Outcome) -> Finding:
     """COR001 at the failure's file:line, else at the test's id (never an empty path)."""
-    file, sep, name = outcome.nodeid.partition("::")
-    name = name if sep else outcome.nodeid
-    if outcome.where:
-        return Finding("COR001", outcome.where[0], outcome.where[1], f"{name} {outcome.outcome}: {outcome.message}")
-    return Finding("COR001", outcome.nodeid if file else name, 0, f"{outcome.outcome}: {outcome.message}")
+    place = outcome.where or Location(outcome.nodeid, 0)
+    return finding("COR001", place.path, place.line, test=outcome.name, outcome=outcome.outcome, detail=outcome.message)
 
 
-def _nothing_ran(probes: list[Outcome]) -> Finding:
+def _nothing_ran(probes: list[Outcome], place: str) -> Finding:
     """COR003: what did run instead, when no reference test of the item counted toward Correctness."""
     if not probes:
-        return Finding("COR003", "", 0, "no reference test of the item ran", "check the selection and -k")
-    names = ", ".join(o.nodeid.partition("::")[2] or o.nodeid for o in probes[:3])
+        return finding("COR003", place, 0, instead="")
+    names = ", ".join(o.name for o in probes[:3])
     more = f" and {len(probes) - 3} more" if len(probes) > 3 else ""
-    return Finding("COR003", "", 0,
-                   f"only numerics probes ran ({len(probes)}: {names}{more}); they count toward Numerics, so no "
-                   "reference test judged Correctness",
-                   "run the item's other reference tests too: drop --lf, --sw or the -k that selected only probes")
+    return finding("COR003", place, 0, instead=f"; only numerics probes did ({len(probes)}: {names}{more}), and "
+                   "they count toward Numerics")

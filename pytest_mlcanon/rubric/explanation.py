@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from pytest_mlcanon.rubric import shape_grammar, shapes
 from pytest_mlcanon.rubric.model import AxisResult, Finding
+from pytest_mlcanon.rubric.rules import finding
 from pytest_mlcanon.rubric.source import Source, walk
 from pytest_mlcanon.settings import Settings
 
@@ -89,27 +90,21 @@ def findings_for(source: Source, settings: Settings) -> list[Finding]:
     where = source.display
     module_doc = ast.get_docstring(source.tree) or ""
     if not module_doc:
-        out.append(Finding("EXP001", where, 1, "no module docstring: the plan is not written down",
-                           "open the file with what it implements, the subtle point, the shapes and what you would test"))
+        out.append(finding("EXP001", where, 1))
     elif len(module_doc.split()) < settings.docstring_min_words:
-        out.append(Finding("EXP003", where, 1, f"module docstring has {len(module_doc.split())} words; a plan needs "
-                           f"at least {settings.docstring_min_words}", "say what the module does and the subtle point"))
+        out.append(finding("EXP003", where, 1, words=len(module_doc.split()), needed=settings.docstring_min_words))
     for node in _public_defs(source.tree):
         if not _documented(node):
             kind = "class" if isinstance(node, ast.ClassDef) else "function"
-            out.append(Finding("EXP002", where, node.lineno, f"public {kind} `{node.name}` has no docstring",
-                               "state its shapes, dtypes and the errors it raises"))
+            out.append(finding("EXP002", where, node.lineno, subject=node.name, kind=kind))
     prose = "\n".join(_all_docstrings(source.tree))
     lowered = prose.lower()
     if prose and shapes.shape_lines(source) and not states_a_shape(prose):
-        out.append(Finding("EXP004", where, 1, "no docstring states a shape",
-                           "write the shapes in a docstring, such as (B, T, d) -> (B, T, V), or `scalar`"))
+        out.append(finding("EXP004", where, 1))
     if prose and not (any(word in lowered for word in TRADE_OFF_WORDS) or _SO_REASON.search(lowered)):
-        out.append(Finding("EXP005", where, 1, "no trade-off or reason is stated",
-                           "say why a choice was made (`because ...`, `instead of ...`)"))
+        out.append(finding("EXP005", where, 1))
     if prose and not TEST_PLAN.search(lowered):
-        out.append(Finding("EXP006", where, 1, "nothing says what you would test",
-                           "list the checks: a closed-form value, a gradient check, an edge case"))
+        out.append(finding("EXP006", where, 1))
     return out
 
 

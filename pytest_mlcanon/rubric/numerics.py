@@ -11,8 +11,10 @@ import ast
 from collections.abc import Callable, Iterable
 from typing import TypeGuard
 
+from pytest_mlcanon.evidence import Location
 from pytest_mlcanon.rubric import correctness
 from pytest_mlcanon.rubric.model import AxisResult, Finding, Outcome
+from pytest_mlcanon.rubric.rules import finding
 from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions, walk
 from pytest_mlcanon.settings import Settings
 
@@ -207,9 +209,7 @@ def static_findings(source: Source) -> list[Finding]:
     where = source.display
     for fn in functions(source.tree):
         for call in _unstable_exps(fn):
-            out.append(Finding("NUM001", where, call.lineno, "exp of unshifted values is normalised by its sum: "
-                               "overflows to inf/inf = NaN for logits near 1e3",
-                               "subtract the row max first (x - x.max(dim, keepdim=True)) or use softmax/logsumexp"))
+            out.append(finding("NUM001", where, call.lineno))
     assigned_in: dict[int, dict[str, ast.expr]] = {}
     owner: dict[int, ast.AST] = {}
     for fn in functions(source.tree):
@@ -222,28 +222,21 @@ def static_findings(source: Source) -> list[Finding]:
             values = [*node.args, *(k.value for k in node.keywords)]
             if any(_is_neg_inf(v) for v in values):
                 if _reaches_normaliser(node, owner.get(id(node))):
-                    out.append(Finding("NUM002", where, node.lineno, "mask filled with -inf before a softmax: a "
-                                       "fully masked row softmaxes to NaN", "fill with torch.finfo(scores.dtype).min"))
+                    out.append(finding("NUM002", where, node.lineno, what="mask filled with"))
             elif any(_huge_constant(v) for v in values):
-                out.append(Finding("NUM005", where, node.lineno, "hard-coded mask constant beyond float16's "
-                                   "range (65504): it becomes -inf in half precision",
-                                   "use torch.finfo(dtype).min"))
+                out.append(finding("NUM005", where, node.lineno))
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
             if _is_neg_inf(node.value) and _reaches_normaliser(node.value, owner.get(id(node))):
-                out.append(Finding("NUM002", where, node.lineno, "masked entries set to -inf before a softmax: a "
-                                   "fully masked row softmaxes to NaN", "use torch.finfo(dtype).min (or np.finfo)"))
+                out.append(finding("NUM002", where, node.lineno, what="masked entries set to"))
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             for side, other in ((node.left, node.right), (node.right, node.left)):
                 if _is_call_to(side, {"sqrt"}) and _looks_like_eps(other) and _variance_like(side, assigned):
-                    out.append(Finding("NUM003", where, node.lineno, "eps added outside the sqrt: sqrt(var) "
-                                       "has an infinite gradient at var = 0", "write sqrt(var + eps)"))
+                    out.append(finding("NUM003", where, node.lineno))
                     break
         if isinstance(node, ast.Call) and call_name(node) == "log":
             inner: ast.AST | None = node.args[0] if node.args else getattr(node.func, "value", None)
             if inner is not None and _is_call_to(inner, {"softmax", "sigmoid", "expit"}):
-                out.append(Finding("NUM004", where, node.lineno, f"log of {call_name(inner)}: underflows to "
-                                   "log(0) = -inf for confident logits",
-                                   "use log_softmax / logsigmoid (F.logsigmoid, -np.logaddexp(0, -x))"))
+                out.append(finding("NUM004", where, node.lineno, subject=call_name(inner)))
     asked = CONTRACT_FORMS.get("/".join(source.path.with_suffix("").parts[-2:]), frozenset())
     return sorted((f for f in out if f.code not in asked), key=lambda f: (f.line, f.code))
 
@@ -277,18 +270,14 @@ def _looks_like_eps(node: ast.AST) -> bool:
 def _probe_finding(probe: Outcome) -> Finding:
     """NUM100 at the first learner line that produced NaN/inf, else where the probe failed; the fix
     names the probe's own condition (its test name in words)."""
-    name = probe.nodeid.split("::", 1)[-1]
-    condition = _condition(name)
-    if probe.nonfinite is not None:
-        path, line, comment = probe.nonfinite
-        return Finding("NUM100", path, line, f"numerics probe {name} failed: first non-finite value here "
-                       f"(# {comment}); {probe.message}",
-                       f"keep this value finite on the probe's input, so that {condition}")
-    hint = f"make it hold: {condition}"
-    if probe.where is not None:
-        return Finding("NUM100", probe.where[0], probe.where[1], f"numerics probe {name} failed: {probe.message}",
-                       hint)
-    return Finding("NUM100", probe.nodeid, 0, f"numerics probe failed: {probe.message}", hint)
+    condition = _condition(probe.name)
+    first = probe.nonfinite
+    if first is not None:
+        return finding("NUM100", first.file, first.line, test=probe.name, condition=condition,
+                       detail=f"first non-finite value here (# {first.comment}); {probe.message}",
+                       hint=f"keep this value finite on the probe's input, so that {condition}")
+    place = probe.where or Location(probe.nodeid, 0)
+    return finding("NUM100", place.path, place.line, test=probe.name, condition=condition, detail=probe.message)
 
 
 def _condition(test_name: str) -> str:
@@ -303,7 +292,7 @@ def evaluate(sources: Iterable[Source], outcomes: Iterable[Outcome], settings: S
     findings = [f for s in sources for f in static_findings(s) if settings.enabled(f.code)]
     probes = [o for o in outcomes if o.probe and not correctness.signature_problem(o)]  # under Correctness
     for probe in probes:
-        if probe.outcome in {"failed", "error"} and settings.enabled("NUM100"):
+        if probe.failed and settings.enabled("NUM100"):
             findings.append(_probe_finding(probe))
     passed_probes = sum(1 for p in probes if p.outcome == "passed")
     notes = (f"numerics probes passed: {passed_probes}/{len(probes)}",)

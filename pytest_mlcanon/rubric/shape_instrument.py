@@ -20,9 +20,10 @@ calls (the 500th Lloyd step, the 40th decoding step) run unchecked, whole calls 
 no call is half bound. They repeat the shapes the first calls saw, and checking every one cost
 ~1.4x on k-means.
 
-Results go to the module-level ``RECORDER`` and ``TRANSPOSED``, which the plugin clears before each
-test and reads after it. Line numbers are preserved, so tracebacks and coverage still point at the
-learner's lines. Nothing is written to ``__pycache__``.
+Results go to a :class:`Recorder`, the one the redirect's finder hands every instrumented module;
+the run's record job resets it before each test and takes the test's trace after it. Line numbers
+are preserved, so tracebacks and coverage still point at the learner's lines. Nothing is written to
+``__pycache__``.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from __future__ import annotations
 import ast
 import functools
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_mlcanon.evidence import NonFinite, ShapeCheck, ShapeStatus, ShapeTrace, Transpose
 from pytest_mlcanon.rubric.shape_runtime import (
-    CONFIRMED,
-    CONTRADICTED,
     Annotated,
     Mismatch,
     annotated_statements,
@@ -49,26 +50,45 @@ RUNTIME_NAME = "__mlcanon__"
 SCOPE_NAME = "__mlcanon_scope"
 MISSING = object()
 
-#: (resolved path, line) -> (status, detail) for the current test.
-RECORDER: dict[tuple[str, int], tuple[str, str]] = {}
-#: The first annotated line whose value held NaN or inf during the current test: (path, line, text).
-FIRST_NONFINITE: list[tuple[str, int, str]] = []
-#: Scopes (path, first line of the function; 0 for the module) entered during the current test.
-ENTERED: set[tuple[str, int]] = set()
-#: (resolved path, line) -> the largest ndim (> 2) of a value ``.T`` was applied to there (API001).
-TRANSPOSED: dict[tuple[str, int], int] = {}
-#: Checked calls per scope (path, first line) during the current test.
-CALLS: dict[tuple[str, int], int] = {}
 CHECKED_CALLS_PER_TEST = 16
 
 
-def reset() -> None:
-    """Forget the current test's results (called before and after each test)."""
-    RECORDER.clear()
-    FIRST_NONFINITE.clear()
-    ENTERED.clear()
-    TRANSPOSED.clear()
-    CALLS.clear()
+class Recorder:
+    """What the instrumented files saw during the current test, keyed by (resolved path, line)."""
+
+    def __init__(self) -> None:
+        #: each checked line's status and, when contradicted, how
+        self.checks: dict[tuple[str, int], tuple[ShapeStatus, str]] = {}
+        #: the first annotated line whose value held NaN or inf: (path, line, its comment)
+        self.first_nonfinite: tuple[str, int, str] | None = None
+        #: scopes (path, first line of the function; 0 for the module) entered
+        self.entered: set[tuple[str, int]] = set()
+        #: the largest ndim (> 2) of a value ``.T`` was applied to, per line (API001)
+        self.transposed: dict[tuple[str, int], int] = {}
+        #: checked calls per scope (path, first line)
+        self.calls: dict[tuple[str, int], int] = {}
+
+    def reset(self) -> None:
+        """Forget the current test's results (before each test, and by ``take``)."""
+        self.checks.clear()
+        self.first_nonfinite = None
+        self.entered.clear()
+        self.transposed.clear()
+        self.calls.clear()
+
+    def take(self, files: Mapping[str, str]) -> tuple[ShapeTrace, NonFinite | None]:
+        """The current test's trace, then forget it. ``files`` maps the resolved path of each file of
+        interest to its module file (``posttrain/dpo.py``); rows of other files are dropped."""
+        trace = ShapeTrace(
+            tuple(ShapeCheck(files[path], line, status, detail)
+                  for (path, line), (status, detail) in sorted(self.checks.items()) if path in files),
+            tuple((files[path], line) for path, line in sorted(self.entered) if path in files),
+            tuple(Transpose(files[path], line, ndim)
+                  for (path, line), ndim in sorted(self.transposed.items()) if path in files))
+        first = self.first_nonfinite
+        nonfinite = NonFinite(files[first[0]], first[1], first[2]) if first and first[0] in files else None
+        self.reset()
+        return trace, nonfinite
 
 
 def _has_nonfinite(value: Any) -> bool:
@@ -92,6 +112,7 @@ class Scope:
 
     path: str
     table: dict[int, Annotated]
+    recorder: Recorder
     bindings: dict[str, int] = field(default_factory=dict)
     bound_at: dict[str, int] = field(default_factory=dict)
     line_first_seq: dict[int, int] = field(default_factory=dict)
@@ -123,7 +144,7 @@ class Scope:
         if self.contradictions and inside_expected_raise():
             self.contradictions.clear()
         for line, detail in self.contradictions.items():
-            RECORDER[(self.path, line)] = (CONTRADICTED, detail)
+            self.recorder.checks[(self.path, line)] = (ShapeStatus.CONTRADICTED, detail)
         self.contradictions.clear()
 
     def _check(self, line: int, values: tuple[Any, ...]) -> None:
@@ -131,8 +152,8 @@ class Scope:
         self._enter_line(line)
         if any(v is MISSING for v in values):
             return
-        if not FIRST_NONFINITE and any(_has_nonfinite(v) for v in values):
-            FIRST_NONFINITE.append((self.path, line, stmt.text))
+        if self.recorder.first_nonfinite is None and any(_has_nonfinite(v) for v in values):
+            self.recorder.first_nonfinite = (self.path, line, stmt.text)
         try:
             added = match_comment(stmt.comment, list(values), self.bindings)
         except Mismatch as exc:
@@ -147,7 +168,7 @@ class Scope:
             self.bindings[name] = size
             self.bound_at[name] = self.seq
             self.seq += 1
-        RECORDER.setdefault((self.path, line), (CONFIRMED, ""))
+        self.recorder.checks.setdefault((self.path, line), (ShapeStatus.CONFIRMED, ""))
 
     def _enter_line(self, line: int) -> None:
         first = self.line_first_seq.get(line)
@@ -218,37 +239,40 @@ UNCHECKED = Unchecked()
 class Runtime:
     """What an instrumented module sees as ``__mlcanon__``."""
 
-    def __init__(self, path: str, table: dict[int, Annotated]) -> None:
+    def __init__(self, path: str, table: dict[int, Annotated], recorder: Recorder) -> None:
         self.path = path
         self.table = table
+        self.recorder = recorder
 
     def enter(self, owner_line: int = 0) -> Scope | Unchecked:
         key = (self.path, owner_line)
-        ENTERED.add(key)
-        calls = CALLS.get(key, 0)
-        if calls >= CHECKED_CALLS_PER_TEST:
+        calls = self.recorder.calls
+        self.recorder.entered.add(key)
+        count = calls.get(key, 0)
+        if count >= CHECKED_CALLS_PER_TEST:
             return UNCHECKED
-        CALLS[key] = calls + 1
-        return Scope(self.path, self.table)
+        calls[key] = count + 1
+        return Scope(self.path, self.table, self.recorder)
 
     def transposed(self, value: Any, line: int) -> Any:
         """``value.T``, recording ``value.ndim`` at ``line`` when it is above 2 (a full transpose)."""
         ndim = getattr(value, "ndim", None)
-        if type(ndim) is int and ndim > 2 and ndim > TRANSPOSED.get((self.path, line), 0):
-            TRANSPOSED[(self.path, line)] = ndim
+        seen = self.recorder.transposed
+        if type(ndim) is int and ndim > 2 and ndim > seen.get((self.path, line), 0):
+            seen[(self.path, line)] = ndim
         return value.T
 
 
-def instrument(source: Source, path: str) -> tuple[ast.Module, Runtime | None]:
-    """The instrumented module AST and its runtime; ``(tree, None)`` when nothing is annotated and
-    no ``.T`` is read."""
+def instrument(source: Source, path: str, recorder: Recorder) -> tuple[ast.Module, Runtime | None]:
+    """The instrumented module AST and its runtime, which records into ``recorder``; ``(tree, None)``
+    when nothing is annotated and no ``.T`` is read."""
     table = annotated_statements(source)
     tree = ast.parse(source.text, filename=path)
     if not table and not any(_reads_T(node) for node in ast.walk(tree)):
         return tree, None
     _Rewriter(table).visit(tree)
     ast.fix_missing_locations(tree)
-    return tree, Runtime(path, table)
+    return tree, Runtime(path, table, recorder)
 
 
 def _reads_T(node: ast.AST) -> bool:

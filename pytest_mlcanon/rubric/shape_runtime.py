@@ -10,16 +10,15 @@ The checks are made by the instrumented code of ``shape_instrument``.
 from __future__ import annotations
 
 import ast
+import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from pytest_mlcanon.evidence import ShapeTrace
 from pytest_mlcanon.rubric import shape_grammar
 from pytest_mlcanon.rubric.shape_grammar import Shape, ShapeComment
-from pytest_mlcanon.rubric.source import Source, load, walk
-
-CONFIRMED, CONTRADICTED = "confirmed", "contradicted"
+from pytest_mlcanon.rubric.source import Source, walk
 
 
 @dataclass(frozen=True)
@@ -264,32 +263,24 @@ def describe(value: Any) -> str:
     return str(tuple(shape)) if len(shape) != 1 else f"({shape[0]},)"
 
 
+class CommentStatus(enum.Enum):
+    """What became of one shape comment over an item's tests."""
+
+    CONFIRMED = "confirmed"
+    CONTRADICTED = "contradicted"
+    NEVER_EXECUTED = "never executed"
+    NOT_EXERCISED = "not exercised"  # in a function the item's tests never called: another item's code
+
+
 @dataclass
 class CommentVerdict:
     """What happened to one shape comment during the traced tests."""
 
-    path: str
+    path: str  # as shown
     line: int
     comment: str
-    status: str = "never executed"
+    status: CommentStatus = CommentStatus.NEVER_EXECUTED
     detail: str = ""
-
-
-ENTERED = "entered"
-NOT_EXERCISED = "not exercised"
-#: Rows ``[path, line, TRANSPOSED, "<ndim>"]``: ``.T`` reversed a value of that many dims there (API001).
-TRANSPOSED = "full transpose"
-
-
-def full_transposes(exported: Iterable[list[list[Any]]]) -> dict[tuple[str, int], int]:
-    """(resolved path, line) -> the largest ndim that ``.T`` reversed there, over several tests' rows."""
-    found: dict[tuple[str, int], int] = {}
-    for results in exported:
-        for path, line, status, detail in results:
-            if status == TRANSPOSED:
-                key = (str(path), int(line))
-                found[key] = max(found.get(key, 0), int(detail))
-    return found
 
 
 def owner_lines(source: Source) -> dict[int, int]:
@@ -308,38 +299,27 @@ def owner_lines(source: Source) -> dict[int, int]:
     return owners
 
 
-def merge(files: Iterable[Path], exported: Iterable[list[list[Any]]], display: dict[str, str]) -> list[CommentVerdict]:
-    """Merge several tests' results into one verdict per annotated line of ``files``.
+def merge(sources: Iterable[tuple[str, Source]], trace: ShapeTrace) -> list[CommentVerdict]:
+    """One verdict per annotated line of ``sources`` (each with its module file) from an item's trace.
 
-    Rows with status ``entered`` name functions the tests called (by first line). A comment inside a
-    function the item's tests never called is ``not exercised``: in a module shared by several items
-    (#13/#14 in ``normalization.py``) it belongs to the other item, and it does not count.
+    A comment inside a function the item's tests never entered is ``not exercised``: in a module
+    shared by several items (#13/#14 in ``normalization.py``) it belongs to the other item, and it
+    does not count.
     """
     verdicts: dict[tuple[str, int], CommentVerdict] = {}
     owners: dict[tuple[str, int], int] = {}
-    for path in files:
-        resolved = str(path.resolve())
-        try:
-            source = load(path)
-        except ValueError:
-            continue
+    for key, source in sources:
         for line, owner in owner_lines(source).items():
-            owners[(resolved, line)] = owner
+            owners[(key, line)] = owner
         for line, stmt in annotated_statements(source).items():
-            verdicts[(resolved, line)] = CommentVerdict(display.get(resolved, resolved), line, stmt.text)
-    entered: set[tuple[str, int]] = set()
-    for results in exported:
-        for path, line, status, detail in results:
-            if status == ENTERED:
-                entered.add((path, line))
-                continue
-            if status == TRANSPOSED:
-                continue
-            verdict = verdicts.get((path, line))
-            if verdict is None or verdict.status == CONTRADICTED:
-                continue
-            verdict.status, verdict.detail = status, detail
-    for key, verdict in verdicts.items():
-        if verdict.status == "never executed" and (key[0], owners.get(key, 0)) not in entered:
-            verdict.status = NOT_EXERCISED
+            verdicts[(key, line)] = CommentVerdict(source.display, line, stmt.text)
+    for check in trace.checks:
+        verdict = verdicts.get((check.file, check.line))
+        if verdict is not None:
+            verdict.status = CommentStatus(check.status.value)
+            verdict.detail = check.detail
+    entered = set(trace.entered)
+    for (key, line), verdict in verdicts.items():
+        if verdict.status is CommentStatus.NEVER_EXECUTED and (key, owners.get((key, line), 0)) not in entered:
+            verdict.status = CommentStatus.NOT_EXERCISED
     return sorted(verdicts.values(), key=lambda v: (v.path, v.line))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from pytest_mlcanon.rubric import shape_grammar
 from pytest_mlcanon.rubric.model import AxisResult, Finding
+from pytest_mlcanon.rubric.rules import finding
+from pytest_mlcanon.rubric.shape_runtime import CommentStatus, CommentVerdict
 from pytest_mlcanon.rubric.source import Source, call_name, dotted, statements_with_values, walk
 from pytest_mlcanon.settings import Settings
 
@@ -232,22 +234,16 @@ def check_source(source: Source, settings: Settings) -> CommentCheck:
         if comment is None or not shape_grammar.looks_like_shape(comment):
             inner = _shape_inside(comment) if comment else None
             if inner is not None:
-                findings.append(Finding(
-                    "SHP003", source.display, shape_line.line,
-                    f"comment `# {comment}` is not read as a shape comment: it must start with the shape",
-                    f"start it with the shape and put the rest after it: `# {inner}  ...`"))
+                findings.append(finding("SHP003", source.display, shape_line.line,
+                                        error=f"`# {comment}` must start with the shape to be read as one",
+                                        hint=f"start it with the shape and put the rest after it: `# {inner}  ...`"))
                 continue
-            findings.append(Finding(
-                "SHP001", source.display, shape_line.line,
-                f"missing shape comment: this line is a shape line ({shape_line.rule})",
-                "end the line with the shape of what it binds, e.g. `# (B, T, d)`",
-            ))
+            findings.append(finding("SHP001", source.display, shape_line.line, reason=shape_line.rule))
             continue
         try:
             shape_grammar.parse(comment)
         except shape_grammar.ShapeSyntaxError as exc:
-            findings.append(Finding("SHP003", source.display, shape_line.line, f"malformed shape comment: {exc}",
-                                    exc.hint or "follow the C4 grammar: `# (B, T, d)`, `# ()`, `# (N,)`, `# list[N]`"))
+            findings.append(finding("SHP003", source.display, shape_line.line, error=str(exc), hint=exc.hint or None))
             continue
         annotated.append(shape_line.line)
     enabled = tuple(f for f in findings if settings.enabled(f.code))
@@ -265,6 +261,22 @@ def _shape_inside(comment: str) -> str | None:
             if any(shape.dims for alts in parsed.values for shape in alts):
                 return str(parsed)
     return None
+
+
+def runtime_findings(verdicts: Iterable[CommentVerdict], settings: Settings) -> tuple[list[Finding], list[str]]:
+    """SHP002 for each comment contradicted at run time, and a note with the confirmed share
+    (comments in functions the item's tests never called belong to another item and do not count)."""
+    if not settings.runtime_shapes:
+        return [], ["runtime shape check off (mlcanon_runtime_shapes = false)"]
+    counted = [v for v in verdicts if v.status is not CommentStatus.NOT_EXERCISED]
+    findings = [finding("SHP002", v.path, v.line, detail=v.detail) for v in counted
+                if v.status is CommentStatus.CONTRADICTED]
+    count = {status: sum(1 for v in counted if v.status is status) for status in CommentStatus}
+    share = count[CommentStatus.CONFIRMED] / len(counted) if counted else 1.0
+    note = (f"runtime: {count[CommentStatus.CONFIRMED]} confirmed, {count[CommentStatus.CONTRADICTED]} "
+            f"contradicted, {count[CommentStatus.NEVER_EXECUTED]} never executed of {len(counted)} shape "
+            f"comments ({share:.0%} confirmed)")
+    return findings, [note]
 
 
 def evaluate(checks: Iterable[CommentCheck], runtime: Iterable[Finding], settings: Settings,

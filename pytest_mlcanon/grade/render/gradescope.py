@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult, StudentResult
 from pytest_mlcanon.grade.render.table import number
+from pytest_mlcanon.rubric import rules
 from pytest_mlcanon.rubric.model import AXES, AXIS_TITLES
 
 
@@ -70,5 +71,5 @@ def _entries(item: ItemResult, visibility: str) -> list[dict[str, Any]]:
 
 
 def _axis_of(code: str) -> str:
-    return {"COR": "correctness", "SHP": "shapes", "NUM": "numerics", "API": "api", "EXP": "explanation",
-            "REC": "correctness"}.get(code[:3], "")
+    rule = rules.BY_CODE.get(code)
+    return rule.axis if rule is not None else ""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_mlcanon.grade.gradebook import RAN, Gradebook, ItemResult, StudentResult, axis_mark
+from pytest_mlcanon.evidence import Status
+from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult, StudentResult, axis_mark
 from pytest_mlcanon.rubric.model import AXES, AXIS_TITLES
 
 #: One column group per item in the wide CSV (and the JSON-free spreadsheets built from it).
@@ -19,7 +20,7 @@ def number(value: float) -> str:
 
 
 def score_cell(item: ItemResult) -> str:
-    return f"{item.score}/5" if item.status in RAN and item.score is not None else "-"
+    return f"{item.score}/5" if item.status.scored and item.score is not None else "-"
 
 
 def tests_cell(item: ItemResult) -> str:
@@ -28,7 +29,7 @@ def tests_cell(item: ItemResult) -> str:
 
 def summary_cell(item: ItemResult) -> str:
     """The class table's cell: the score, or what stopped the item; flagged items say so."""
-    base = score_cell(item) if item.status == "scored" else item.status
+    base = score_cell(item) if item.status is Status.SCORED else str(item.status)
     return f"FLAGGED {base}" if item.flagged else base
 
 
@@ -47,7 +48,7 @@ def csv_row(book: Gradebook, student: StudentResult) -> list[str]:
 
 
 def item_values(item: ItemResult) -> list[str]:
-    return [item.status, *(axis_mark(item, a) for a in AXES), score_cell(item), tests_cell(item), item.recheck.status,
+    return [str(item.status), *(axis_mark(item, a) for a in AXES), score_cell(item), tests_cell(item), item.recheck.status,
             number(item.points), number(item.max_points), f"{item.time_s:.2f}", " ".join(item.codes), item.verdict]
 
 
@@ -71,8 +72,12 @@ def counts(book: Gradebook) -> dict[str, int]:
     """Class-wide tallies for the headers: students, flagged students, items that did not finish."""
     items = [i for s in book.students for i in s.items]
     return {"students": len(book.students), "flagged": sum(1 for s in book.students if s.flagged),
-            "timeouts": sum(1 for i in items if i.status == "timeout"),
-            "crashes": sum(1 for i in items if i.status in ("crashed", "killed", "error", "harness error"))}
+            "timeouts": sum(1 for i in items if i.status is Status.TIMEOUT),
+            "crashes": sum(1 for i in items if i.status in BROKEN)}
+
+
+#: Items a headline counts as crashed or broken.
+BROKEN = frozenset({Status.CRASHED, Status.KILLED, Status.ERROR, Status.HARNESS_ERROR})
 
 
 def headline(book: Gradebook) -> str:
