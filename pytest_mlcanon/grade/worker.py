@@ -40,7 +40,11 @@ RECURSION_LIMIT = 20_000
 STACK_BYTES = 512 << 20
 _HEADER = struct.Struct(">Q")
 #: What an answer may contain besides plain data: (module, name).
-ANSWER_TYPES = frozenset({("pytest_mlcanon.rubric.model", "Finding"), ("pytest_mlcanon.rubric.model", "AxisResult")})
+ANSWER_TYPES = frozenset({
+    ("pytest_mlcanon.rubric.model", "Finding"), ("pytest_mlcanon.rubric.model", "AxisResult"),
+    ("pytest_mlcanon.rubric.model", "ItemScore"), ("pytest_mlcanon.evidence", "Status"),
+    ("pytest_mlcanon.evidence", "LeftOut"),
+})
 
 
 class WorkerError(RuntimeError):
