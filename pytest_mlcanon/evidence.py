@@ -282,6 +282,9 @@ class ShapeStatus(enum.Enum):
 
     CONFIRMED = "confirmed"
     CONTRADICTED = "contradicted"
+    #: the value had another rank than the comment: a call form the comment does not describe (a
+    #: docstring's ``(B,) or ()``). Wrong only if no call confirms the comment (``ShapeTrace.merge``).
+    OTHER_FORM = "another call form"
 
 
 @dataclass(frozen=True)
@@ -323,11 +326,20 @@ class Transpose:
         return cls(f.text("file", MAX_NAME), f.integer("line"), f.integer("ndim", 3, 64))
 
 
+_PRECEDENCE = {ShapeStatus.OTHER_FORM: 0, ShapeStatus.CONFIRMED: 1, ShapeStatus.CONTRADICTED: 2}
+
+
+def stronger(a: ShapeStatus, b: ShapeStatus) -> ShapeStatus:
+    """The status that stands when one line saw both (``ShapeTrace.merge``'s rule)."""
+    return a if _PRECEDENCE[a] >= _PRECEDENCE[b] else b
+
+
 @dataclass(frozen=True)
 class ShapeTrace:
     """What the instrumented learner files recorded while an item's tests ran: each checked comment,
     the functions entered (module file, first line; 0 for the module body), and full transposes.
-    Traces of several tests merge: a contradiction wins over a confirmation, the largest ndim wins."""
+    Traces of several tests merge: a contradiction wins over a confirmation, which wins over a value of
+    another rank (``OTHER_FORM``: a comment describes one documented call form); the largest ndim wins."""
 
     checks: tuple[ShapeCheck, ...] = ()
     entered: tuple[tuple[str, int], ...] = ()
@@ -340,8 +352,7 @@ class ShapeTrace:
         checks = {(c.file, c.line): c for c in self.checks}
         for check in other.checks:
             key = (check.file, check.line)
-            if key not in checks or (checks[key].status is ShapeStatus.CONFIRMED
-                                     and check.status is ShapeStatus.CONTRADICTED):
+            if key not in checks or stronger(check.status, checks[key].status) is not checks[key].status:
                 checks[key] = check
         transposes = {(t.file, t.line): t for t in self.transposes}
         for t in other.transposes:

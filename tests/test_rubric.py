@@ -696,3 +696,58 @@ def test_a_contradiction_from_input_a_test_expects_rejected_is_no_evidence(tmp_p
     assert _run_instrumented(path, expects_rejection)[6].status is CommentStatus.CONFIRMED
     plain = _run_instrumented(path, lambda ns, recorder: ns["forward"](np.zeros(3), np.zeros((3, 2))))
     assert plain[6].status is CommentStatus.CONTRADICTED
+
+
+CALL_FORMS = '''"""Doc."""
+import numpy as np
+
+def margin(chosen, rejected):
+    """chosen, rejected: (B,) or (); returns the same shape."""
+    diff = chosen - rejected                         # (B,)
+    return diff
+
+def crash_after(x):
+    """x: (B, T); crashes after the annotated line on 2-D input."""
+    y = x * 2                                        # (B, T)
+    return y.reshape(3, 3, 3)
+'''
+
+
+def test_a_comment_for_one_documented_call_form_is_not_wrong_on_the_other(tmp_path: Path) -> None:
+    """``# (B,)`` on a function documented for (B,) or (): a call with () has another rank, which
+    does not make the comment wrong while some call fits it; a wrong size at the same rank does; and
+    a comment no call fits (only other ranks, or fits only calls that then crash) is wrong."""
+    path = tmp_path / "forms.py"
+    path.write_text(CALL_FORMS)
+
+    def both_forms(ns, recorder) -> None:  # type: ignore[no-untyped-def]
+        ns["margin"](np.zeros(4), np.zeros(4))
+        ns["margin"](np.float64(1.0), np.float64(0.5))
+
+    def scalar_only(ns, recorder) -> None:  # type: ignore[no-untyped-def]
+        ns["margin"](np.float64(1.0), np.float64(0.5))
+
+    def crash_then_other_rank(ns, recorder) -> None:  # type: ignore[no-untyped-def]
+        with pytest.raises(ValueError):
+            ns["crash_after"](np.zeros((2, 5)))  # fits the comment, then crashes: no evidence
+        ns["crash_after"](np.zeros(27))  # returns normally, 1-D: another rank than the comment
+
+    assert _run_instrumented(path, both_forms)[6].status is CommentStatus.CONFIRMED
+    assert _run_instrumented(path, scalar_only)[6].status is CommentStatus.CONTRADICTED
+    wrong = _run_instrumented(path, crash_then_other_rank)[11]
+    assert wrong.status is CommentStatus.CONTRADICTED and "expected 2 dims, got 1" in wrong.detail
+
+
+def test_traces_merge_with_a_wrong_size_over_a_confirmation_over_another_rank() -> None:
+    from pytest_mlcanon.evidence import ShapeCheck, ShapeStatus, ShapeTrace
+
+    def trace(status: ShapeStatus) -> ShapeTrace:
+        return ShapeTrace((ShapeCheck("m.py", 3, status, status.value),))
+
+    other, confirmed, wrong = (trace(s) for s in (ShapeStatus.OTHER_FORM, ShapeStatus.CONFIRMED,
+                                                   ShapeStatus.CONTRADICTED))
+    assert other.merge(confirmed).checks[0].status is ShapeStatus.CONFIRMED
+    assert confirmed.merge(other).checks[0].status is ShapeStatus.CONFIRMED
+    assert confirmed.merge(wrong).checks[0].status is ShapeStatus.CONTRADICTED
+    assert wrong.merge(confirmed).merge(other).checks[0].status is ShapeStatus.CONTRADICTED
+    assert ShapeTrace.from_json(other.to_json()) == other

@@ -13,8 +13,11 @@ The redirect's loader compiles a learner (or reference) file through ``instrumen
   the operand's ``ndim`` when it is above 2 (a silent full transpose, ``API001``: the static rule
   cannot know the rank of an argument or a call result) and returns ``<expr>.T`` unchanged.
 
-A contradiction is provisional until its call returns normally: a call that raises (a validation
-error on bad input) proves nothing about shapes; a full transpose is recorded as soon as it happens.
+A contradiction or a confirmation is provisional until its call returns normally: a call that raises
+(a validation error on bad input, or a crash further down) proves nothing about shapes; a full
+transpose is recorded as soon as it happens. A value of another rank than its comment
+(``OTHER_FORM``) is wrong only when no call confirms the comment: a comment may describe one of the
+call forms a docstring allows (``(B,) or ()``).
 Within one test, only the first ``CHECKED_CALLS_PER_TEST`` calls of a function are checked; later
 calls (the 500th Lloyd step, the 40th decoding step) run unchecked, whole calls at a time so that
 no call is half bound. They repeat the shapes the first calls saw, and checking every one cost
@@ -36,10 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_mlcanon.evidence import NonFinite, ShapeCheck, ShapeStatus, ShapeTrace, Transpose
+from pytest_mlcanon.evidence import NonFinite, ShapeCheck, ShapeStatus, ShapeTrace, Transpose, stronger
 from pytest_mlcanon.rubric.shape_runtime import (
     Annotated,
     Mismatch,
+    RankMismatch,
     annotated_statements,
     describe,
     match_comment,
@@ -67,6 +71,12 @@ class Recorder:
         self.transposed: dict[tuple[str, int], int] = {}
         #: checked calls per scope (path, first line)
         self.calls: dict[tuple[str, int], int] = {}
+
+    def record(self, key: tuple[str, int], status: ShapeStatus, detail: str) -> None:
+        """One line's status in this test: the stronger one stands (``evidence.stronger``)."""
+        known = self.checks.get(key)
+        if known is None or stronger(status, known[0]) is not known[0]:
+            self.checks[key] = (status, detail)
 
     def reset(self) -> None:
         """Forget the current test's results (before each test, and by ``take``)."""
@@ -117,7 +127,8 @@ class Scope:
     bound_at: dict[str, int] = field(default_factory=dict)
     line_first_seq: dict[int, int] = field(default_factory=dict)
     seq: int = 0
-    contradictions: dict[int, str] = field(default_factory=dict)
+    contradictions: dict[int, tuple[ShapeStatus, str]] = field(default_factory=dict)
+    confirmations: set[int] = field(default_factory=set)
 
     def check(self, line: int, values: tuple[Any, ...]) -> None:
         """Check the values bound at ``line`` against its comment (never raises)."""
@@ -143,9 +154,12 @@ class Scope:
         the comments describe, even when the learner's code accepts it without raising."""
         if self.contradictions and inside_expected_raise():
             self.contradictions.clear()
-        for line, detail in self.contradictions.items():
-            self.recorder.checks[(self.path, line)] = (ShapeStatus.CONTRADICTED, detail)
+        for line in self.confirmations:
+            self.recorder.record((self.path, line), ShapeStatus.CONFIRMED, "")
+        for line, (status, detail) in self.contradictions.items():
+            self.recorder.record((self.path, line), status, detail)
         self.contradictions.clear()
+        self.confirmations.clear()
 
     def _check(self, line: int, values: tuple[Any, ...]) -> None:
         stmt = self.table[line]
@@ -159,8 +173,9 @@ class Scope:
         except Mismatch as exc:
             actual = ", ".join(describe(v) for v in values)
             bound = ", ".join(f"{k}={v}" for k, v in self.bindings.items()) or "nothing yet"
+            status = ShapeStatus.OTHER_FORM if isinstance(exc, RankMismatch) else ShapeStatus.CONTRADICTED
             self.contradictions.setdefault(
-                line, f"line {line} says {stmt.comment} but the value is {actual} ({exc}); bound: {bound}")
+                line, (status, f"line {line} says {stmt.comment} but the value is {actual} ({exc}); bound: {bound}"))
             return
         if added is None:
             return
@@ -168,7 +183,7 @@ class Scope:
             self.bindings[name] = size
             self.bound_at[name] = self.seq
             self.seq += 1
-        self.recorder.checks.setdefault((self.path, line), (ShapeStatus.CONFIRMED, ""))
+        self.confirmations.add(line)
 
     def _enter_line(self, line: int) -> None:
         first = self.line_first_seq.get(line)

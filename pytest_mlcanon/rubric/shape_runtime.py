@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_mlcanon.evidence import ShapeTrace
+from pytest_mlcanon.evidence import ShapeStatus, ShapeTrace
 from pytest_mlcanon.rubric import shape_grammar
 from pytest_mlcanon.rubric.shape_grammar import Shape, ShapeComment
 from pytest_mlcanon.rubric.source import Source, walk
@@ -94,6 +94,11 @@ class Mismatch(Exception):
     """A value disagrees with the comment; the message names the dim."""
 
 
+class RankMismatch(Mismatch):
+    """The value has another number of dims than the comment: possibly another documented call form
+    (a docstring's ``(B,) or ()``), so it is wrong only if no call fits the comment."""
+
+
 def _eval_dim(expr: ast.expr, bindings: dict[str, int]) -> frozenset[int] | None:
     """The sizes a dim expression allows, or None when it uses an unbound name.
 
@@ -153,14 +158,14 @@ def match_shape(shape: Shape, actual: tuple[str, tuple[int, ...] | int], binding
     if shape.kind == "scalar":
         if kind == "scalar" or (kind == "array" and size == ()):
             return {}
-        raise Mismatch(f"expected a scalar, got shape {size}")
+        raise RankMismatch(f"expected a scalar, got shape {size}")
     if shape.kind == "list":
         if kind != "list":
             raise Mismatch(f"expected a list, got {kind} {size}")
         return _match_dims((shape.dims[0],), (int(size),), bindings)  # type: ignore[arg-type]
     if kind == "scalar":
         if shape.dims:
-            raise Mismatch(f"expected rank {len(shape.dims)}, got a Python scalar")
+            raise RankMismatch(f"expected rank {len(shape.dims)}, got a Python scalar")
         return {}
     if kind != "array":
         raise Mismatch(f"expected an array, got {describe(value) if value is not None else kind}")
@@ -171,12 +176,12 @@ def match_shape(shape: Shape, actual: tuple[str, tuple[int, ...] | int], binding
         i = ellipsis[0]
         head, tail = dims[:i], dims[i + 1 :]
         if len(sizes) < len(head) + len(tail):
-            raise Mismatch(f"expected at least {len(head) + len(tail)} dims, got {len(sizes)}")
+            raise RankMismatch(f"expected at least {len(head) + len(tail)} dims, got {len(sizes)}")
         new = _match_dims(head, sizes[: len(head)], bindings)
         new.update(_match_dims(tail, sizes[len(sizes) - len(tail) :], {**bindings, **new}))
         return new
     if len(dims) != len(sizes):
-        raise Mismatch(f"expected {len(dims)} dims, got {len(sizes)}")
+        raise RankMismatch(f"expected {len(dims)} dims, got {len(sizes)}")
     return _match_dims(dims, sizes, bindings)
 
 
@@ -209,15 +214,16 @@ def _match_values(entries: Sequence[tuple[Shape, ...]], values: Sequence[Any],
         actual = shape_of(value)
         if actual is None:
             continue
-        errors = []
+        errors: list[Mismatch] = []
         for shape in alternatives:
             try:
                 added.update(match_shape(shape, actual, {**bindings, **added}, value))
                 break
             except Mismatch as exc:
-                errors.append(str(exc))
+                errors.append(exc)
         else:
-            raise Mismatch("; ".join(errors))
+            kind = RankMismatch if all(isinstance(e, RankMismatch) for e in errors) else Mismatch
+            raise kind("; ".join(map(str, errors)))
     return added
 
 
@@ -316,7 +322,8 @@ def merge(sources: Iterable[tuple[str, Source]], trace: ShapeTrace) -> list[Comm
     for check in trace.checks:
         verdict = verdicts.get((check.file, check.line))
         if verdict is not None:
-            verdict.status = CommentStatus(check.status.value)
+            other_form = check.status is ShapeStatus.OTHER_FORM  # no call fitted the comment: wrong
+            verdict.status = CommentStatus.CONTRADICTED if other_form else CommentStatus(check.status.value)
             verdict.detail = check.detail
     entered = set(trace.entered)
     for (key, line), verdict in verdicts.items():
