@@ -137,3 +137,14 @@ def test_every_shape_the_canon_shows_is_read_by_the_grammar(shape: str) -> None:
         shape_grammar.parse(shape)
     except shape_grammar.ShapeSyntaxError as exc:
         pytest.fail(f"{HARVEST[shape]}: {exc}")
+
+
+def test_same_shape_as_a_named_value_is_a_shape_comment() -> None:
+    """``# same shape as z`` states a shape (a blind from-stub softmax and mask_to_bias wrote it);
+    it is read as a shape, so the line is annotated, and never contradicted at run time."""
+    from pytest_mlcanon.rubric import shape_grammar
+
+    for text in ("same shape as z", "same as mask; the bias", "(B, T) or same as x"):
+        assert shape_grammar.looks_like_shape(text), text
+        assert any(shape.kind == "any" for alts in shape_grammar.parse(text).values for shape in alts), text
+    assert not shape_grammar.looks_like_shape("same result as before")

@@ -33,8 +33,10 @@ from dataclasses import dataclass
 
 ELLIPSIS = "..."
 _OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div, ast.Pow, ast.BitOr)
-#: What may start a shape: ``(``, ``list[``, or the words ``scalar`` / ``None`` standing alone.
-_SHAPE_START = re.compile(r"\(|list\[|scalar(?![\w'])|None(?![\w'])")
+#: What may start a shape: ``(``, ``list[``, the words ``scalar`` / ``None`` standing alone, or ``same (shape) as``.
+_SHAPE_START = re.compile(r"\(|list\[|scalar(?![\w'])|None(?![\w'])|same (?:shape )?as [^\W\d]")
+#: ``same shape as z`` (or ``same as z``): the shape of another value in scope; read, not checked at run time
+_SAME_AS = re.compile(r"same (?:shape )?as ([^\W\d][\w.]*)")
 _NAME = re.compile(r"[^\W\d](?:_\{[^{}]*\}|\w)*'*")
 _NUMBER = re.compile(r"\d+")
 _OPERATOR = re.compile(r"//|\*\*|[-+*/^|(){}\u2212\u00d7\u00b7\u00b2\u00b3]")
@@ -225,6 +227,10 @@ class _Parser:
             self.depth -= 1
 
     def _shape(self) -> Shape:
+        same = _SAME_AS.match(self.text, self.pos)
+        if same:
+            self.pos = same.end()
+            return Shape("any")
         if self.eat("scalar"):
             return Shape("scalar")
         if self.eat("None"):
