@@ -16,10 +16,24 @@ from pytest_mlcanon.commands import COMMANDS
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mlcanon", description="Drill and grade the ML coding canon.")
+    parser.add_argument("--version", action="version", version=f"mlcanon {installed_version()}",
+                        help="show the installed pytest-mlcanon version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"pytest_mlcanon.commands.{name}").register(sub)
     return parser
+
+
+def installed_version() -> str:
+    """The version of the installed distribution, from its metadata (what ``pip show`` reports)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pytest-mlcanon")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from pytest_mlcanon import __version__
+
+        return f"{__version__} (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,9 @@
 """The sandbox loop behind ``mlcanon stubs``, ``drill``, ``check`` and ``reset``.
 
 The practice directory (``practice/`` by default, laid out ``<area>/<module>.py``) holds the files
-the learner writes. ``drill`` writes a fresh stub and starts the clock; ``reset`` writes the clean
+the learner writes. It and ``.mlcanon/`` belong to the learner's repo (``state.find_root``: the nearest
+folder above with ``.mlcanon/``, else the git root), so a command run from any subfolder uses the one
+state; a ``--practice`` path typed on the command line means what it says from where it was typed. ``drill`` writes a fresh stub and starts the clock; ``reset`` writes the clean
 stub back and stops the clock. Neither silently destroys work: a file that is no longer a plain
 stub is first copied to ``.mlcanon/attempts/<time>/<area>/<module>.py``, where it waits for the
 seed's "diff your attempt against the reference" step, out of sight of the next blank-file attempt.
@@ -9,6 +11,7 @@ seed's "diff your attempt against the reference" step, out of sight of the next 
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -60,29 +63,33 @@ class Written:
 
 @dataclass(frozen=True)
 class Sandbox:
-    """The learner repo (the current directory) and its practice directory."""
+    """The learner repo (``state.find_root`` of where a command runs) and its practice directory."""
 
     root: Path
     practice: Path
 
     @classmethod
-    def at(cls, root: Path, practice: str | None, *, must_exist: bool, remembered: str | None = None) -> Sandbox:
-        """The sandbox of ``root``: the ``--practice`` directory, else the one the drill state
-        remembers (``remembered``), else ``practice/``. With ``must_exist``, a missing directory is a
-        DrillError."""
+    def at(cls, root: Path, practice: str | None, *, must_exist: bool, remembered: str | None = None,
+           cwd: Path | None = None) -> Sandbox:
+        """The sandbox of the repo at ``root``: the ``--practice`` directory (relative to ``cwd``, the
+        current directory by default, where the user typed it), else the one the drill state remembers
+        (``remembered``, relative to the repo), else the repo's ``practice/``. With ``must_exist``, a
+        missing directory is a DrillError."""
+        here = Path.cwd() if cwd is None else cwd
         given = practice or remembered or DEFAULT_PRACTICE
-        path = (root / given).expanduser()
+        path = ((here if practice else root) / given).expanduser()
         if path.exists() and not path.is_dir():
             raise DrillError(f"practice path {given!r} is a file, not a directory")
         if path.is_dir() and impl.too_deep(path.resolve()):
-            raise DrillError(impl.too_deep_message("practice path", given, path.resolve(), root.resolve(),
+            raise DrillError(impl.too_deep_message("practice path", given, path.resolve(), here.resolve(),
                                                    "--practice="))
+        sandbox = cls(root, path)
         if must_exist and not path.is_dir():
             note = " (where your last drill wrote its stub)" if remembered and not practice else ""
             raise DrillError(
-                f"no practice directory at {relative(root, path)}/{note}: `mlcanon drill ITEM` creates it "
+                f"no practice directory at {sandbox.show(path)}/{note}: `mlcanon drill ITEM` creates it "
                 "(`mlcanon stubs` fills it), or pass --practice PATH")
-        return cls(root, path)
+        return sandbox
 
     @property
     def name(self) -> str:
@@ -90,8 +97,9 @@ class Sandbox:
         return relative(self.root, self.practice)
 
     def show(self, path: Path) -> str:
-        """``path`` relative to the repo when it is inside it."""
-        return relative(self.root, path)
+        """``path`` as the user reaches it from the current directory (``practice/x.py`` at the repo
+        root, ``../practice/x.py`` from a subfolder), or absolute when it lies outside the repo."""
+        return shown_from_here(self.root, path)
 
     def file(self, module: str) -> Path:
         return self.practice / f"{module}.py"
@@ -207,6 +215,16 @@ def drillable(item: catalog.Item) -> bool:
     from pytest_mlcanon.layout import in_canon
 
     return in_canon(item)
+
+
+def shown_from_here(root: Path, path: Path) -> str:
+    """``path`` relative to the current directory when it lies in the repo at ``root``, else absolute."""
+    resolved = path.resolve()
+    try:
+        resolved.relative_to(root.resolve())
+    except ValueError:
+        return str(path)
+    return os.path.relpath(resolved, Path.cwd().resolve())
 
 
 def relative(root: Path, path: Path) -> str:

@@ -2,7 +2,8 @@
 
 Resolution order: ``--impl``, then the ``MLCANON_IMPL`` environment variable (or the seed's name for
 it, ``MLBOOK_IMPL``), then discovery under the current directory (``practice/``, ``src/mlbook/``, ``mlbook/``, then any folder laid out like
-the canon). ``--impl=canon_refs`` names the references themselves: that is how the project's own
+the canon), and, when nothing there is, the same discovery at the learner repo's root (``state.find_root``), so
+a run from a subfolder finds the repo's practice directory instead of none. ``--impl=canon_refs`` names the references themselves: that is how the project's own
 suite and the self-check run; discovery never picks them.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from pytest_mlcanon import catalog
 from pytest_mlcanon.redirect import REF_PACKAGE, reference_dir, untouched_stub
+from pytest_mlcanon.state import find_root
 
 ENV_VAR = "MLCANON_IMPL"
 # The seed's sandbox spells it MLBOOK_IMPL (``MLBOOK_IMPL=practice``): honoured as an alias.
@@ -105,11 +107,17 @@ def resolve(option: str | None, cwd: Path, environ: os._Environ[str] | dict[str,
         raise ImplError(f"{listed} name different learner directories: unset one (or pass --impl=PATH)")
     if named:
         return _explicit(named[0][1], cwd, named[0][0])
+    root = find_root(cwd)
     found = discover(cwd)
+    if found is None and root != cwd.resolve():
+        found = discover(root)
     if found is None:
+        where = cwd if root == cwd.resolve() else f"{cwd} or the repo root {root}"
+        practice = os.path.relpath(root / "practice", cwd)
         raise ImplError(
-            f"no learner directory found under {cwd}: create practice/<area>/<module>.py "
-            f"(e.g. practice/posttrain/dpo.py), or pass --impl=PATH (--impl=canon_refs runs the references)"
+            f"no learner directory found under {where}: create {practice}/<area>/<module>.py (e.g. "
+            f"{practice}/posttrain/dpo.py; `mlcanon drill ITEM` writes its stub there), or pass --impl=PATH "
+            "(--impl=canon_refs runs the references)"
         )
     return Impl(found, "discovered")
 

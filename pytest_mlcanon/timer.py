@@ -5,8 +5,8 @@ against its allowance: the from-memory target, times ``first_attempt_factor`` (d
 item has passed once. A check past the allowance marks the attempt *over time*. ``--timed=strict``
 also counts that stall against API fluency (``API006``), as the seed's rubric reads ("no stalling").
 
-The clock is the one ``mlcanon drill`` starts, kept in ``.mlcanon/progress.json`` of the directory
-pytest runs from (see :mod:`pytest_mlcanon.progress`). An item that was never drilled is timed
+The clock is the one ``mlcanon drill`` starts, kept in ``.mlcanon/progress.json`` of the learner's
+repo (``state.find_root`` of the directory pytest runs from; see :mod:`pytest_mlcanon.progress`). An item that was never drilled is timed
 from its file's creation (birth time where the OS records one, else modification time), the first
 time a timed run sees it. After scoring, every scored item's check is recorded in the progress
 file, and a check with any miss adds or updates that attempt's line in ``.mlcanon/misslog.md``.
@@ -21,7 +21,7 @@ from typing import Any
 from pytest_mlcanon import catalog, misslog, progress
 from pytest_mlcanon.evidence import Status, Timing
 from pytest_mlcanon.rubric.model import AXES, ItemScore, Outcome
-from pytest_mlcanon.state import StateError
+from pytest_mlcanon.state import StateError, find_root
 
 
 def timing_for(item: catalog.Item, running: progress.Clock, passes: int, factor: float, now: float,
@@ -42,8 +42,8 @@ def timing_for(item: catalog.Item, running: progress.Clock, passes: int, factor:
 class TimedRun:
     """What ``--timed`` adds to one canon run; ``run.CanonRun`` calls :meth:`assess` and :meth:`record`."""
 
-    def __init__(self, root: Path, mode: str, factor: float, now: float | None = None) -> None:
-        self.root = root
+    def __init__(self, where: Path, mode: str, factor: float, now: float | None = None) -> None:
+        self.root = find_root(where)  # the learner repo's one .mlcanon/, from any folder in it
         self.mode = mode
         self.factor = factor
         self.now = progress.now() if now is None else now

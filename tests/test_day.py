@@ -108,7 +108,7 @@ def test_diff_shows_the_kept_attempt_beside_the_reference_from_a_subfolder(
     monkeypatch.chdir(repo / "notes")
     assert cli.main(["diff", "posttrain/dpo", "--width", "160"]) == 0
     out = capsys.readouterr().out
-    assert f"#55 posttrain/dpo: your attempt ({kept.relative_to(repo)}, kept " in out
+    assert f"#55 posttrain/dpo: your attempt (../{kept.relative_to(repo)}, kept " in out  # as reached from notes/
     assert "beside the reference (canon_refs/posttrain/dpo.py)" in out
     rows = out.splitlines()
     assert any(" | " in r for r in rows) and any(r.rstrip().endswith(" >") or " > " in r for r in rows)

@@ -26,9 +26,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from pathlib import Path
 
     from pytest_mlcanon import drill, progress
-    from pytest_mlcanon.state import StateError
+    from pytest_mlcanon.state import StateError, find_root
 
-    root = Path.cwd()
+    root = find_root(Path.cwd())
     try:
         items = drill.select(args.items)
         current = progress.snapshot(root)

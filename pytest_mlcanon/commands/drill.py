@@ -29,9 +29,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from pytest_mlcanon import catalog, drill, plan, stubs
     from pytest_mlcanon.layout import tests_dir
     from pytest_mlcanon.settings import SettingsError
-    from pytest_mlcanon.state import StateError
+    from pytest_mlcanon.state import StateError, find_root
 
-    root = Path.cwd()
+    root = find_root(Path.cwd())
     try:
         (item,) = drill.select(args.item, single=True)
         started = drill.start(root, item, args.practice)

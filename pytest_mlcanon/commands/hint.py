@@ -22,7 +22,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
     from pytest_mlcanon import drill, progress
     from pytest_mlcanon.catalog import hints
-    from pytest_mlcanon.state import StateError, state_dir
+    from pytest_mlcanon.state import StateError, find_root, state_dir
 
     try:
         (item,) = drill.select(args.item, single=True)
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     print(text.rstrip())
     if args.level < 3:
         print(f"\nnext: mlcanon hint {item.slug} --level {args.level + 1}")
-    root = Path.cwd()
+    root = find_root(Path.cwd())
     if state_dir(root).is_dir():
         try:
             with progress.session(root) as current:

@@ -17,6 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from pytest_mlcanon import rubric, settings
+    from pytest_mlcanon.state import find_root
 
     files: list[Path] = []
     for raw in args.paths:
@@ -25,8 +26,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             print(f"mlcanon lint: {raw}: no such file or directory", file=sys.stderr)
             return 2
         files += sorted(p for p in path.rglob("*.py") if p.name != "__init__.py") if path.is_dir() else [path]
+    root = find_root(Path.cwd())  # [tool.mlcanon] of the learner's repo, from any subfolder
     try:
-        resolved = settings.resolve(cli={"ignore": args.ignore}, ini={}, pyproject=settings.read_pyproject(Path.cwd()))
+        resolved = settings.resolve(cli={"ignore": args.ignore}, ini={}, pyproject=settings.read_pyproject(root))
     except settings.SettingsError as exc:
         print(f"mlcanon lint: {exc}", file=sys.stderr)
         return 2

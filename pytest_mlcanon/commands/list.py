@@ -1,6 +1,6 @@
 """``mlcanon list [ITEMS]``: the canon with your progress: number, item, level, from-memory target,
 attempts, best time, last score and when the item is due again, then a summary per block.
-Progress comes from .mlcanon/progress.json in the current directory (nothing is created)."""
+Progress comes from .mlcanon/progress.json of your repo, found from any subfolder (nothing is created)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from tabulate import tabulate
 
     from pytest_mlcanon import drill, plan, progress
-    from pytest_mlcanon.state import StateError
+    from pytest_mlcanon.state import StateError, find_root
 
     try:
         items = catalog.select(args.items) if args.items else catalog.all_items()
-        current = progress.snapshot(Path.cwd())
+        current = progress.snapshot(find_root(Path.cwd()))
     except catalog.UnknownItemError as exc:
         return drill.fail("list", exc)
     except StateError as exc:

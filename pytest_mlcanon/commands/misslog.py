@@ -23,16 +23,18 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from tabulate import tabulate
 
     from pytest_mlcanon import drill, misslog
+    from pytest_mlcanon.state import find_root
 
     try:
         chosen = {i.slug for i in drill.select(args.items)} if args.items else None
     except drill.DrillError as exc:
         return drill.fail("misslog", exc)
-    path = misslog.path_of(Path.cwd())
+    root = find_root(Path.cwd())
+    path = misslog.path_of(root)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        print(f"no miss log yet ({drill.relative(Path.cwd(), path)}): `mlcanon check` adds a line when an "
+        print(f"no miss log yet ({drill.shown_from_here(root, path)}): `mlcanon check` adds a line when an "
               "attempt goes wrong")
         return 0
     except (OSError, UnicodeDecodeError) as exc:

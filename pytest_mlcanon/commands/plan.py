@@ -27,12 +27,12 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from tabulate import tabulate
 
     from pytest_mlcanon import catalog, drill, plan, progress
-    from pytest_mlcanon.state import StateError
+    from pytest_mlcanon.state import StateError, find_root
 
     if args.size < 1:
         return drill.fail("plan", f"--size must be at least 1, got {args.size}")
     try:
-        current = progress.snapshot(Path.cwd())
+        current = progress.snapshot(find_root(Path.cwd()))
     except StateError as exc:
         return drill.fail("plan", exc)
     drill.warn(current.warnings)

@@ -31,9 +31,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     import sys
 
     from pytest_mlcanon import catalog, drill, progress, stubs
-    from pytest_mlcanon.state import StateError
+    from pytest_mlcanon.state import StateError, find_root
 
-    root = Path.cwd()
+    root = find_root(Path.cwd())
     if bool(args.item) == bool(args.all):
         return drill.fail("reset", "name one ITEM, or pass --all")
     try:
@@ -97,5 +97,5 @@ def _own_sandbox(root: Path, practice: str | None, current: progress.Session, sl
 
     drilled = None if practice else current.peek(slug).get("practice")
     if isinstance(drilled, str) and drilled and (root / drilled).expanduser().is_dir():
-        return drill.Sandbox.at(root, drilled, must_exist=True)
+        return drill.Sandbox.at(root, None, must_exist=True, remembered=drilled)
     return default

@@ -13,7 +13,8 @@ from pytest_mlcanon import catalog
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("stubs", help="write signature-only stubs of the canon into practice/",
                             description=__doc__)
-    parser.add_argument("--out", default=None, metavar="PATH", help="practice directory (default: practice)")
+    parser.add_argument("--out", default=None, metavar="PATH",
+                        help="practice directory (default: your repo's, the one the last drill used, else practice)")
     parser.add_argument("--item", default=None, metavar="ITEMS",
                         help="only these items: slug, number, glob, block:N or a comma list (default: all)")
     parser.set_defaults(func=run)
@@ -23,11 +24,14 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from pathlib import Path
 
     from pytest_mlcanon import drill, progress, stubs
+    from pytest_mlcanon.state import StateError, find_root
 
+    root = find_root(Path.cwd())
     try:
         items = drill.select(args.item) if args.item else list(catalog.all_items())
-        sandbox = drill.Sandbox.at(Path.cwd(), args.out, must_exist=False)
-    except drill.DrillError as exc:
+        remembered = progress.remembered_practice(progress.snapshot(root), [])
+        sandbox = drill.Sandbox.at(root, args.out, must_exist=False, remembered=remembered)
+    except (drill.DrillError, StateError) as exc:
         return drill.fail("stubs", exc)
     now = progress.now()
     counts = {"written": 0, "refreshed": 0}
