@@ -111,8 +111,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if finder is not None:
         finder.instrument = frozenset(m for item in items for m in item.modules) if recorder else frozenset()
         finder.recorder = recorder
+    gather_only = config.getoption("canon_gather_only")
     start(config, items, chosen, resolved, recorder, reports=reports, timed=config.getoption("canon_timed"),
-          gather_only=config.getoption("canon_gather_only"))
+          gather_only=gather_only)
+    if resolved.test_timeout > 0 and not gather_only:  # a grading job's parent enforces its limits itself
+        from pytest_mlcanon.run import ITEM_PROPERTY
+        from pytest_mlcanon.watchdog import Watchdog
+
+        config.pluginmanager.register(Watchdog(config, resolved.test_timeout, chosen.path, ITEM_PROPERTY),
+                                      "mlcanon-watchdog")
 
 
 def _parse_report_targets(values: list[str]) -> list[tuple[str, Path]]:

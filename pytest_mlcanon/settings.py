@@ -47,6 +47,13 @@ def _positive_float(text: Any) -> float:
     return value
 
 
+def _nonneg_float(text: Any) -> float:
+    value = float(text)
+    if not value >= 0:  # also rejects NaN
+        raise ValueError("must be >= 0")
+    return value
+
+
 def _nonneg_int(text: Any) -> int:
     value = int(text)
     if value < 0:
@@ -110,6 +117,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("whole_module", None, _bool, True,
          "selecting an item also checks the other items living in a module the learner wrote for it (#26 "
          "brings #28's cross-attention; default true); the grader turns it off, a job grades its own items"),
+    Spec("test_timeout", "--canon-test-timeout", _nonneg_float, 60.0,
+         "seconds one phase of a canon test may run before it fails as a timeout naming your function and "
+         "line; the item's other tests are then not run (0: no limit; default 60)"),
 )
 
 
@@ -127,6 +137,7 @@ class Settings:
     first_attempt_factor: float = 2.0
     contract: str = "advice"
     whole_module: bool = True
+    test_timeout: float = 60.0
     origin: dict[str, str] = field(default_factory=dict, compare=False)
 
     def enabled(self, code: str) -> bool:

@@ -4,9 +4,11 @@ pytest configurations (17.4), and the installed command (17.7)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -156,3 +158,111 @@ def test_the_license_is_the_one_the_metadata_names() -> None:
 
     assert "MIT" in (metadata("pytest-mlcanon")["License"] or "")
     assert (REPO / "LICENSE").read_text().startswith("MIT License")
+
+
+# -- hangs and floods in learner mode-----------------------------------------------------------------------
+
+RAG_LOOP = '''    for start in range(0, len(words), step):
+        chunks.append(" ".join(words[start : start + chunk_size]))
+        if start + chunk_size >= len(words):
+            break
+    return chunks'''
+
+
+def rag_with(body: str) -> tuple[str, range]:
+    """The reference RAG pipeline with ``chunk_text``'s loop replaced by ``body``; returns the source
+    and the lines of ``body`` (the alarm lands on whichever the loop is at)."""
+    source = (REPO / "canon_refs" / "retrieval" / "rag.py").read_text()
+    assert source.count(RAG_LOOP) == 1
+    first = source[:source.index(RAG_LOOP)].count("\n") + 1
+    return source.replace(RAG_LOOP, body), range(first, first + body.count("\n") + 1)
+
+
+def verdict_lines(output: str, verdict: str) -> set[int]:
+    """The line numbers ``verdict ... (practice/retrieval/rag.py:N)`` names in ``output``."""
+    return {int(n) for n in re.findall(re.escape(verdict) + r" \(practice/retrieval/rag\.py:(\d+)\)", output)}
+
+
+def test_an_infinite_loop_is_a_timeout_naming_the_function_and_line(pytester: pytest.Pytester, learner) -> None:
+    source, lines = rag_with('''    start = 0
+    while start < len(words):  # forgot to advance start, and the list grows for ever
+        chunks.append(" ".join(words[start : start + chunk_size]))
+        if start + chunk_size >= len(words):
+            break
+    return chunks''')
+    learner(files={"retrieval/rag": source})
+    began = time.monotonic()
+    result = pytester.runpytest("--canon-item=retrieval/rag", "--canon-test-timeout=1", "-p", "no:cacheprovider")
+    assert time.monotonic() - began < 30  # one limit for the item, not one per test
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    verdict = "timeout: chunk_text did not return within 1 s"
+    (line,) = verdict_lines(out, verdict)
+    assert line in lines
+    result.stdout.fnmatch_lines([f"E * {verdict} (practice/retrieval/rag.py:{line}); if it is only slow, raise "
+                                 "test_timeout*"])
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes["failed"] == 17 and outcomes["failed"] >= 16
+    result.stdout.fnmatch_lines([f"not run: test_chunk_* stopped this item ({verdict} "
+                                 f"(practice/retrieval/rag.py:{line}))"])
+    result.stdout.fnmatch_lines(["#46 retrieval/rag  NO *"])
+
+
+SLEEPS_IN_A_TRY = '''    import time
+
+    while True:
+        try:
+            time.sleep(10)  # the alarm lands here, inside the try
+        except {caught}:
+            pass
+    return chunks'''
+
+
+def test_a_loop_that_swallows_every_exception_still_times_out(pytester: pytest.Pytester, learner) -> None:
+    source, lines = rag_with(SLEEPS_IN_A_TRY.format(caught="Exception"))
+    learner(files={"retrieval/rag": source})
+    result = pytester.runpytest("--canon-item=retrieval/rag", "--canon-test-timeout=1", "-p", "no:cacheprovider",
+                                "-k", "chunk_250")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert verdict_lines(result.stdout.str(), "timeout: chunk_text did not return within 1 s") <= set(lines)
+
+
+def test_code_no_signal_can_stop_ends_the_run_with_the_verdict(pytester: pytest.Pytester, learner) -> None:
+    source, lines = rag_with(SLEEPS_IN_A_TRY.format(caught="BaseException"))
+    learner(files={"retrieval/rag": source})
+    pytester.makeconftest("import pytest_mlcanon.watchdog as w\nw.GRACE_S = 1.0\n")
+    result = pytester.runpytest_subprocess("--canon-item=retrieval/rag", "--canon-test-timeout=1",
+                                           "-p", "no:cacheprovider", timeout=120)
+    assert result.ret == 3
+    err = result.stderr.str()
+    assert "test_chunk_250_words_size_100_overlap_20: timeout: chunk_text did not return within 1 s" in err
+    assert "could not be interrupted, so the run ends here" in err and "Thread" in err  # the stacks follow
+    assert verdict_lines(err, "timeout: chunk_text did not return within 1 s") <= set(lines)
+
+
+def test_a_flood_of_output_is_stopped_and_cut(pytester: pytest.Pytester, learner) -> None:
+    source, lines = rag_with('''    while True:
+        print("debug", words[:50])
+    return chunks''')
+    learner(files={"retrieval/rag": source})
+    result = pytester.runpytest("--canon-item=retrieval/rag", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert verdict_lines(out, "flood: chunk_text printed more than 16 MiB of output") <= set(lines)
+    assert "characters cut by mlcanon" in out
+    assert len(out) < 200_000  # the terminal gets the head and the tail, not 16 MiB
+
+
+def test_a_timed_check_that_timed_out_is_a_failed_attempt(pytester: pytest.Pytester, learner) -> None:
+    source, _ = rag_with('''    while True:
+        pass
+    return chunks''')
+    learner(files={"retrieval/rag": source})
+    with progress.session(pytester.path) as current:
+        progress.start_clock(current.entry("retrieval/rag"), progress.now())
+    result = pytester.runpytest("--canon-item=retrieval/rag", "--canon-test-timeout=1", "--timed", "-q",
+                                "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*#46 retrieval/rag attempt 1: not passing yet*"])
+    (attempt,) = json.loads((pytester.path / ".mlcanon" / "progress.json").read_text())["items"]["retrieval/rag"][
+        "attempts"]
+    assert attempt["passed"] is False and "correctness" in attempt["axes_failed"]
