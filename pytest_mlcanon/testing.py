@@ -99,6 +99,15 @@ def _torch_if_loaded() -> Any:
     return sys.modules.get("torch")
 
 
+class ValueMismatch(AssertionError):
+    """:func:`assert_close` failed; ``actual`` is the implementation's value, so the run can name the
+    learner's line that produced it (the shape instrumenter saw it bound there)."""
+
+    def __init__(self, message: str, actual: Any) -> None:
+        super().__init__(message)
+        self.actual = actual
+
+
 def assert_close(actual: Any, expected: Any, *, dtype: Any = None, magnitude: float | None = None,
                  cond: float = 1.0, ulps: float = DEFAULT_ULPS, what: str = "value") -> None:
     """Assert ``actual`` (the implementation's output) matches ``expected`` (a trusted value).
@@ -107,11 +116,13 @@ def assert_close(actual: Any, expected: Any, *, dtype: Any = None, magnitude: fl
     ``dtype`` (default: ``actual``'s dtype, the precision it was computed in; float64 for Python
     numbers) and ``magnitude`` (default: the largest ``|expected|``). NaN matches NaN only where
     ``expected`` has one; infinities must match exactly. On failure the message names the shape,
-    the first differing element with its expected and actual values, and the largest difference.
+    the first differing element with its expected and actual values, and the largest difference;
+    the error is a :class:`ValueMismatch`, an ``AssertionError`` that keeps ``actual``.
     """
     got = _as_float64(actual)
     want = _as_float64(expected)
-    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
+    if got.shape != want.shape:
+        raise ValueMismatch(f"{what}: shape {got.shape}, expected {want.shape}", actual)
     finite = np.isfinite(want)
     scale = float(np.max(np.abs(want[finite]))) if finite.any() else 1.0
     tol = tolerance(dtype if dtype is not None else _dtype_of(actual),
@@ -127,10 +138,10 @@ def assert_close(actual: Any, expected: Any, *, dtype: Any = None, magnitude: fl
     finite_diff = np.where(np.isfinite(diff), diff, np.inf)
     worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(finite_diff)), diff.shape)) if diff.size else ()
     where = f" at index {first}" if first else ""
-    raise AssertionError(
+    raise ValueMismatch(
         f"{what}{where}: got {float(got[first])!r}, expected {float(want[first])!r} ({int(bad.sum())} of {bad.size} elements "
         f"differ; largest difference {finite_diff[worst]:.3g} at {worst}; tolerance atol={tol.atol:.3g}, "
-        f"rtol={tol.rtol:.3g})")
+        f"rtol={tol.rtol:.3g})", actual)
 
 
 def call_leaves_inputs_unchanged(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
