@@ -45,3 +45,28 @@ def test_a_failed_value_check_keeps_the_value_it_was_given() -> None:
     with pytest.raises(testing.ValueMismatch) as shape:
         testing.assert_close(got, torch.zeros(2))
     assert shape.value.actual is got
+
+
+@pytest.mark.parametrize(("test", "miss"), [
+    # words that only look like a topic: "half" of a stride, "error" of a quantiser, "deterministic" policies
+    ("test_first_anchor_is_centred_at_half_stride", "failed test_first_anchor_is_centred_at_half_stride"),
+    ("test_rotate_half_layout", "failed test_rotate_half_layout"),
+    ("test_dequantization_error_within_half_a_step", "failed test_dequantization_error_within_half_a_step"),
+    ("test_one_hot_stochastic_policy_equals_deterministic", "disagrees with the reference computation"),
+    # validation tests are validation, whatever else they mention
+    ("test_masked_sequence_logprob_errors", "input validation"),
+    ("test_causal_mask_invalid_sizes", "input validation"),
+    ("test_mask_to_bias_invalid", "input validation"),
+    # the phrase states what the check saw, never a guessed cause
+    ("test_float16_bias_on_negative_scores_does_not_overflow", "half precision: not finite or not close to float32"),
+    ("test_rows_sum_to_one_and_shift_invariance", "not shift-invariant (adding a constant"),
+    ("test_training_10kb_to_512_ids_is_fast", "too slow for the test's time limit"),
+    ("test_causal_padding_mask_empty_sequence", "edge case: empty input"),
+    ("test_resampler_ignores_masked_visual_tokens", "masked entries leak into the result"),
+])
+def test_each_miss_phrase_matches_the_check_that_failed(test: str, miss: str) -> None:
+    from pytest_mlcanon.misslog import miss_for_test
+
+    phrase = miss_for_test(f"canon_tests/test_x.py::{test}")
+    assert phrase.startswith(miss), phrase
+    assert "subtract the max" not in phrase and "upcast" not in phrase and "vectorise" not in phrase
