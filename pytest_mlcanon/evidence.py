@@ -224,6 +224,25 @@ class NonFinite:
 
 
 @dataclass(frozen=True)
+class ValueOrigin:
+    """Where the wrong value of a failed value check came from: the learner's line that bound or
+    returned it (the shape instrumenter saw it there), and the call that line ran in, summarised
+    (``attention(q: (2, 4, 8) float32, mask: (2, 4, 4) bool, 1 all-masked row)``). Feedback only."""
+
+    file: str  # module file, "transformer/attention.py"
+    line: int
+    call: str
+
+    def to_json(self) -> list[Any]:
+        return [clip(self.file, MAX_NAME), self.line, clip(self.call)]
+
+    @classmethod
+    def from_json(cls, data: object) -> ValueOrigin:
+        f = _Fields.row(data, ("file", "line", "call"), "a value origin")
+        return cls(f.text("file", MAX_NAME), f.integer("line"), f.text("call"))
+
+
+@dataclass(frozen=True)
 class Outcome:
     """The final outcome of one reference test (the worst over its setup, call and teardown)."""
 
@@ -236,6 +255,7 @@ class Outcome:
     duration: float = 0.0
     where: Location | None = None  # where it failed: in the learner's code when it got there
     nonfinite: NonFinite | None = None
+    origin: ValueOrigin | None = None  # a failed value check: the learner's line that made the value
 
     @property
     def failed(self) -> bool:
@@ -255,7 +275,8 @@ class Outcome:
                 "edge": self.edge, "contract": self.contract, "message": clip(self.message),
                 "duration": round(max(self.duration, 0.0), 6),
                 "where": self.where.to_json() if self.where else None,
-                "nonfinite": self.nonfinite.to_json() if self.nonfinite else None}
+                "nonfinite": self.nonfinite.to_json() if self.nonfinite else None,
+                "origin": self.origin.to_json() if self.origin else None}
 
     @classmethod
     def from_json(cls, data: object) -> Outcome:
@@ -263,11 +284,12 @@ class Outcome:
         outcome = f.text("outcome", 10)
         if outcome not in TEST_OUTCOMES:
             raise EvidenceError(f"a test outcome: {outcome!r} is not one of {', '.join(TEST_OUTCOMES)}")
-        where, nonfinite = f.optional("where"), f.optional("nonfinite")
+        where, nonfinite, origin = f.optional("where"), f.optional("nonfinite"), f.optional("origin")
         return cls(f.text("nodeid", MAX_NAME), outcome, f.flag("probe"), f.flag("edge"), f.flag("contract"),
                    f.text("message", default=""), f.number("duration"),
                    Location.from_json(where) if where is not None else None,
-                   NonFinite.from_json(nonfinite) if nonfinite is not None else None)
+                   NonFinite.from_json(nonfinite) if nonfinite is not None else None,
+                   ValueOrigin.from_json(origin) if origin is not None else None)
 
 
 def worse(previous: Outcome | None, outcome: Outcome) -> bool:

@@ -61,6 +61,16 @@ class Impl:
         """The item's files present here, in catalog order."""
         return tuple(p for m in item.modules if (p := self.file_for(m)) is not None)
 
+    def served(self) -> dict[str, str]:
+        """Each module this directory provides in place of the reference (a written file, not a stub),
+        mapped to its file as the user sees it: ``{"posttrain/dpo": "practice/posttrain/dpo.py"}``."""
+        if self.is_reference:
+            return {}
+        from pytest_mlcanon.layout import shown
+
+        modules = {m for item in catalog.all_items() for m in item.modules}
+        return {m: shown(path) for m in sorted(modules) if (path := self.file_for(m)) and not untouched_stub(path)}
+
     def describe(self) -> str:
         if self.is_reference:
             return f"reference implementations ({self.path})"

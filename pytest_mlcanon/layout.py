@@ -30,10 +30,27 @@ def in_canon(item: catalog.Item) -> bool:
         (tests / name).is_file() for name in item.test_files)
 
 
-def shown(path: str | Path, root: Path | None = None) -> str:
-    """A path as the user would type it: relative to ``root`` (the current directory by default)
-    when inside it, else absolute."""
+def in_package(path: str | Path) -> str | None:
+    """A file of the installed canon as its package shows it (``canon_tests/test_x.py``,
+    ``canon_refs/posttrain/dpo.py``), wherever it is installed; None for any other file. A relative
+    ``path`` is relative to the current directory."""
     resolved = Path(path).resolve()
+    for package in (tests_dir(), reference_dir()):
+        try:
+            return f"{package.name}/{resolved.relative_to(package)}"
+        except ValueError:
+            continue
+    return None
+
+
+def shown(path: str | Path, root: Path | None = None) -> str:
+    """A path as the user would type it: a file of the installed canon as its package shows it
+    (``canon_tests/test_x.py``, never ``.venv/lib/.../site-packages/canon_tests/test_x.py``), else
+    relative to ``root`` (the current directory by default) when inside it, else absolute."""
+    resolved = Path(path).resolve()
+    packaged = in_package(resolved)
+    if packaged is not None:
+        return packaged
     try:
         return str(resolved.relative_to((root or Path.cwd()).resolve()))
     except (ValueError, OSError):

@@ -119,6 +119,7 @@ def assert_close(actual: Any, expected: Any, *, dtype: Any = None, magnitude: fl
     the first differing element with its expected and actual values, and the largest difference;
     the error is a :class:`ValueMismatch`, an ``AssertionError`` that keeps ``actual``.
     """
+    __tracebackhide__ = True  # a failure is shown at the test's line, not in here
     got = _as_float64(actual)
     want = _as_float64(expected)
     if got.shape != want.shape:

@@ -37,6 +37,8 @@ from typing import Any
 
 import pytest
 
+from pytest_mlcanon.layout import shown
+
 FLOOD_BYTES = 16 * 1024 * 1024
 SECTION_CHARS = 8_000
 GRACE_S = 10.0
@@ -214,15 +216,6 @@ def _capture_sizes() -> tuple[int, int]:
         except OSError:
             sizes.append(0)
     return sizes[0], sizes[1]
-
-
-def shown(path: str | Path) -> str:
-    """A path as the user would type it: relative to the current directory when inside it."""
-    resolved = Path(path).resolve()
-    try:
-        return str(resolved.relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
-        return str(resolved)
 
 
 def _stack(frame: FrameType | None) -> list[FrameType]:

@@ -132,7 +132,12 @@ def _contract_notes(advice: list[Outcome]) -> tuple[str, ...]:
 
 
 def _failed(outcome: Outcome) -> Finding:
-    """COR001 at the failure's file:line, else at the test's id (never an empty path)."""
+    """COR001 at the failure's file:line, else at the test's id (never an empty path). A failed value
+    check whose value the learner's code produced is placed at that line, and names the call."""
+    origin = outcome.origin
+    if origin is not None:
+        return finding("COR001", origin.file, origin.line, test=outcome.name, outcome=outcome.outcome,
+                       detail=f"{origin.call} gave a wrong value: {outcome.message}")
     place = outcome.where or Location(outcome.nodeid, 0)
     return finding("COR001", place.path, place.line, test=outcome.name, outcome=outcome.outcome, detail=outcome.message)
 

@@ -95,12 +95,14 @@ def score(evidence: ItemEvidence, sources: ItemSources, settings: Settings) -> I
 
 def _shown(outcome: Outcome, sources: ItemSources) -> Outcome:
     """The outcome with its places in the learner's files shown as ``sources`` displays them."""
-    where, first = outcome.where, outcome.nonfinite
+    where, first, origin = outcome.where, outcome.nonfinite, outcome.origin
     if where is not None and where.learner:
         where = replace(where, path=sources.display(where.path), learner=False)
     if first is not None:
         first = NonFinite(sources.display(first.file), first.line, first.comment)
-    return replace(outcome, where=where, nonfinite=first)
+    if origin is not None:
+        origin = replace(origin, file=sources.display(origin.file))
+    return replace(outcome, where=where, nonfinite=first, origin=origin)
 
 
 def _test_counts(outcomes: Sequence[Outcome], settings: Settings) -> dict[str, int]:

@@ -7,7 +7,7 @@ The redirect's loader compiles a learner (or reference) file through ``instrumen
   ``Scope``, which binds symbolic dims for that call;
 * after ``x = ...  # (B, T, d)`` it inserts ``__mlcanon_scope.check(LINE, (x,))``;
 * ``return y  # (B,)`` becomes ``return __mlcanon_scope.ret(LINE, y)``, and a return without a
-  comment ``return __mlcanon_scope.done(y)``: either ends the call normally and commits it;
+  comment ``return __mlcanon_scope.done(LINE, y)``: either ends the call normally and commits it;
 * falling off the end of a function commits the call;
 * every ``<expr>.T`` that is read becomes ``__mlcanon__.transposed(<expr>, LINE)``, which records
   the operand's ``ndim`` when it is above 2 (a silent full transpose, ``API001``: the static rule
@@ -23,6 +23,10 @@ calls (the 500th Lloyd step, the 40th decoding step) run unchecked, whole calls 
 no call is half bound. They repeat the shapes the first calls saw, and checking every one cost
 ~1.4x on k-means.
 
+Each value bound on an instrumented line or returned is also noted (by identity, weakly) with its
+line and the call it ran in, so a failed value check (``testing.ValueMismatch``) can name the learner's
+line that produced the value it compared, and the arguments of that call (17.5).
+
 Results go to a :class:`Recorder`, the one the redirect's finder hands every instrumented module;
 the run's record job resets it before each test and takes the test's trace after it. Line numbers
 are preserved, so tracebacks and coverage still point at the learner's lines. Nothing is written to
@@ -34,6 +38,7 @@ from __future__ import annotations
 import ast
 import functools
 import sys
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +76,8 @@ class Recorder:
         self.transposed: dict[tuple[str, int], int] = {}
         #: checked calls per scope (path, first line)
         self.calls: dict[tuple[str, int], int] = {}
+        #: the values bound on instrumented lines or returned, by id: where each came from
+        self.produced: dict[int, Produced] = {}
 
     def record(self, key: tuple[str, int], status: ShapeStatus, detail: str) -> None:
         """One line's status in this test: the stronger one stands (``evidence.stronger``)."""
@@ -85,6 +92,26 @@ class Recorder:
         self.entered.clear()
         self.transposed.clear()
         self.calls.clear()
+        self.produced.clear()
+
+    def note(self, value: Any, path: str, line: int, call: Call) -> None:
+        """Remember that ``value`` (a tensor or an array) was produced at ``path:line`` in ``call``."""
+        if getattr(value, "shape", None) is None:
+            return
+        try:
+            ref = weakref.ref(value)
+        except TypeError:
+            return
+        self.produced[id(value)] = Produced(ref, path, line, call)
+
+    def origin(self, value: Any) -> Produced | None:
+        """Where ``value`` came from: the learner's line that bound or returned it (or the array it is
+        a view of), when an instrumented line of the current test did; None otherwise."""
+        for candidate in (value, getattr(value, "_base", None), getattr(value, "base", None)):
+            found = self.produced.get(id(candidate)) if candidate is not None else None
+            if found is not None and found.ref() is candidate:
+                return found
+        return None
 
     def take(self, files: Mapping[str, str]) -> tuple[ShapeTrace, NonFinite | None]:
         """The current test's trace, then forget it. ``files`` maps the resolved path of each file of
@@ -99,6 +126,24 @@ class Recorder:
         nonfinite = NonFinite(files[first[0]], first[1], first[2]) if first and first[0] in files else None
         self.reset()
         return trace, nonfinite
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of an instrumented learner function: its name and the arguments it was called with."""
+
+    function: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Produced:
+    """A value an instrumented line bound or returned: the line and the call it ran in."""
+
+    ref: weakref.ref[Any]
+    path: str
+    line: int
+    call: Call
 
 
 def _has_nonfinite(value: Any) -> bool:
@@ -123,6 +168,7 @@ class Scope:
     path: str
     table: dict[int, Annotated]
     recorder: Recorder
+    call: Call
     bindings: dict[str, int] = field(default_factory=dict)
     bound_at: dict[str, int] = field(default_factory=dict)
     line_first_seq: dict[int, int] = field(default_factory=dict)
@@ -131,8 +177,11 @@ class Scope:
     confirmations: set[int] = field(default_factory=set)
 
     def check(self, line: int, values: tuple[Any, ...]) -> None:
-        """Check the values bound at ``line`` against its comment (never raises)."""
+        """Check the values bound at ``line`` against its comment, and note where they came from
+        (never raises)."""
         try:
+            for value in values:
+                self.recorder.note(value, self.path, line, self.call)
             self._check(line, values)
         except Exception:  # noqa: BLE001 - the checker must never break the learner's code
             pass
@@ -143,8 +192,12 @@ class Scope:
         self.commit()
         return value
 
-    def done(self, value: Any) -> Any:
-        """A return without a shape comment: commit the call and hand the value back."""
+    def done(self, line: int, value: Any) -> Any:
+        """A return without a shape comment: note the value's line, commit the call, hand it back."""
+        try:
+            self.recorder.note(value, self.path, line, self.call)
+        except Exception:  # noqa: BLE001 - as check
+            pass
         self.commit()
         return value
 
@@ -241,7 +294,7 @@ class Unchecked:
     def ret(self, line: int, value: Any) -> Any:
         return value
 
-    def done(self, value: Any) -> Any:
+    def done(self, line: int, value: Any) -> Any:
         return value
 
     def commit(self) -> None:
@@ -267,7 +320,9 @@ class Runtime:
         if count >= CHECKED_CALLS_PER_TEST:
             return UNCHECKED
         calls[key] = count + 1
-        return Scope(self.path, self.table, self.recorder)
+        caller = sys._getframe(1)  # the instrumented function, before its body: its locals are its arguments
+        args = dict(caller.f_locals) if owner_line else {}
+        return Scope(self.path, self.table, self.recorder, Call(caller.f_code.co_name, args))
 
     def transposed(self, value: Any, line: int) -> Any:
         """``value.T``, recording ``value.ndim`` at ``line`` when it is above 2 (a full transpose)."""
@@ -376,7 +431,8 @@ class _Rewriter(ast.NodeTransformer):
             return node
         stmt = self._instrumented(node)
         if stmt is None or node.value is None:  # a plain return also ends the call normally: commit
-            node.value = _call("done", node.value if node.value is not None else ast.Constant(None))
+            node.value = _call("done", ast.Constant(node.lineno),
+                               node.value if node.value is not None else ast.Constant(None))
             return node
         node.value = _call("ret", ast.Constant(stmt.line), node.value)
         return node

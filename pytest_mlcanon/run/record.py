@@ -8,17 +8,25 @@ workers' ``workeroutput``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
 from pytest_mlcanon import learner_coverage
-from pytest_mlcanon.evidence import NonFinite, Outcome, ShapeTrace, worse
+from pytest_mlcanon.evidence import NonFinite, Outcome, ShapeTrace, ValueOrigin, worse
 from pytest_mlcanon.run.state import ITEM_PROPERTY, CanonRun
-from pytest_mlcanon.run.testreports import failure_location, phase_outcome, short_message
+from pytest_mlcanon.run.testreports import (
+    failure_location,
+    in_learner_terms,
+    phase_outcome,
+    short_message,
+    value_origin,
+)
 
 SHAPES_PROPERTY = "canon_shapes"
+ORIGIN_PROPERTY = "canon_value_origin"
 NONFINITE_PROPERTY = "canon_first_nonfinite"
 CONTRACT_PROPERTY = "canon_contract_advice"
 CONTRACT_MARKER = "contract"
@@ -29,6 +37,11 @@ class Record:
 
     def __init__(self, run: CanonRun) -> None:
         self.run = run
+
+    @functools.cached_property
+    def served(self) -> dict[str, str]:
+        """The learner's written modules and how their files are shown (for failures in their terms)."""
+        return self.run.impl.served()
 
     # -- line coverage ------------------------------------------------------------------------------------------
     def start_coverage(self) -> None:
@@ -58,9 +71,9 @@ class Record:
 
     # -- one test --------------------------------------------------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, None]:
         """The shape checks, full transposes and first non-finite value of the item's own files while
-        the test body runs (SHP002, API001, NUM100)."""
+        the test body runs (SHP002, API001, NUM100), and where a value that failed its check came from."""
         state = self.run.pending_state(item)
         recorder = self.run.recorder
         if state is None or recorder is None or not state.files:
@@ -68,7 +81,10 @@ class Record:
             return
         recorder.reset()
         try:
-            yield
+            outcome = yield
+            origin = value_origin(recorder, outcome.excinfo, state.by_path)
+            if origin is not None:
+                item.user_properties.append((ORIGIN_PROPERTY, origin.to_json()))
         finally:
             trace, nonfinite = recorder.take(state.by_path)
             if trace:
@@ -83,6 +99,10 @@ class Record:
         the rubric still records it as failed and lists it."""
         outcome = yield
         report: pytest.TestReport = outcome.get_result()
+        state = self.run.pending_state(item)
+        if state is not None and report.failed:
+            origin = dict(report.user_properties).get(ORIGIN_PROPERTY)
+            in_learner_terms(report, self.served, ValueOrigin.from_json(origin) if origin else None)
         if (report.when == "call" and report.failed and not self.run.settings.contract_required
                 and item.get_closest_marker(CONTRACT_MARKER) is not None):
             message = short_message(report)
@@ -117,6 +137,7 @@ class Record:
             duration=(previous.duration if previous else 0.0) + float(getattr(report, "duration", 0.0)),
             where=failure_location(report, state.by_path, config.invocation_params.dir, config.rootpath),
             nonfinite=NonFinite.from_json(first) if first is not None else previous.nonfinite if previous else None,
+            origin=ValueOrigin.from_json(origin) if (origin := properties.get(ORIGIN_PROPERTY)) is not None else None,
         )
         if worse(previous, folded):
             state.outcomes[report.nodeid] = folded

@@ -1,5 +1,6 @@
 """Reading pytest's reports: a phase's outcome, the one-line message of a failure, and where it happened
-(in the learner's files when the traceback reached them)."""
+(in the learner's files when the traceback reached them); and rewriting a failure's report in the
+learner's terms (17.5)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ from typing import Any
 
 import pytest
 
-from pytest_mlcanon.evidence import Location
-from pytest_mlcanon.layout import shown
+from pytest_mlcanon.evidence import Location, ValueOrigin
+from pytest_mlcanon.feedback import learner_names, summarize_call
+from pytest_mlcanon.layout import in_package, shown
+from pytest_mlcanon.rubric.shape_instrument import Recorder
+from pytest_mlcanon.testing import ValueMismatch
+from pytest_mlcanon.watchdog import CanonTimeout
 
 
 def phase_outcome(report: pytest.TestReport) -> str | None:
@@ -75,3 +80,57 @@ def _resolve_quietly(path: str, root: Path) -> str:
         return str((root / path).resolve())
     except OSError:
         return path
+
+
+# -- feedback in the learner's terms (17.5) ----------------------------------------------------------------
+
+def value_origin(recorder: Recorder, excinfo: Any, by_path: Mapping[str, str]) -> ValueOrigin | None:
+    """For a test that failed a value check (``testing.ValueMismatch``): the learner's line that bound
+    or returned the value compared, and the call it ran in, when the shape instrumenter noted it."""
+    error = excinfo[1] if isinstance(excinfo, tuple) else getattr(excinfo, "value", None)
+    if not isinstance(error, ValueMismatch):
+        return None
+    produced = recorder.origin(error.actual)
+    if produced is None or produced.path not in by_path:
+        return None
+    return ValueOrigin(by_path[produced.path], produced.line,
+                       summarize_call(produced.call.function, produced.call.args))
+
+
+def in_learner_terms(report: pytest.TestReport, served: Mapping[str, str], origin: ValueOrigin | None) -> None:
+    """Rewrite a failure's report for the learner: the canon's files as ``canon_tests/test_x.py``
+    (never ``.venv/.../site-packages/...``), the learner's classes as theirs
+    (``practice/posttrain/dpo.py:DPOOutput``, not ``canon_refs.posttrain.dpo.DPOOutput``), and, for a
+    failed value check, a section naming the learner's line that produced the value."""
+    longrepr = report.longrepr
+    chain = getattr(longrepr, "chain", None)
+    parts = [(tb, crash) for tb, crash, _ in chain] if chain else [
+        (getattr(longrepr, "reprtraceback", None), getattr(longrepr, "reprcrash", None))]
+    for reprtraceback, reprcrash in parts:
+        for entry in getattr(reprtraceback, "reprentries", None) or []:
+            location = getattr(entry, "reprfileloc", None)
+            if location is not None:
+                location.path = in_package(location.path) or location.path
+                location.message = learner_names(location.message, served)
+            if isinstance(getattr(entry, "lines", None), list):
+                entry.lines = [learner_names(_unqualified(line), served) for line in entry.lines]
+        if reprcrash is not None:
+            reprcrash.message = learner_names(_unqualified(reprcrash.message), served)
+    if origin is not None:
+        report.sections.append(("mlcanon: where the wrong value came from",
+                                f"{origin.call}\nproduced it at {served.get(_module(origin.file), origin.file)}:"
+                                f"{origin.line}"))
+
+
+#: The plugin's own failures, whose message is the whole verdict: shown without the class's dotted path.
+_OWN_ERRORS = tuple(f"{cls.__module__}.{cls.__qualname__}: " for cls in (ValueMismatch, CanonTimeout))
+
+
+def _unqualified(text: str) -> str:
+    for prefix in _OWN_ERRORS:
+        text = text.replace(prefix, "")
+    return text
+
+
+def _module(file: str) -> str:
+    return file.removesuffix(".py")
