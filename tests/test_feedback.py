@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from pytest_mlcanon import testing
 from pytest_mlcanon.feedback import learner_names, summarize, summarize_call
+
+REFS = Path(__file__).resolve().parents[1] / "canon_refs"
 
 
 def test_a_summary_names_shape_dtype_and_the_special_values() -> None:
@@ -70,3 +75,45 @@ def test_each_miss_phrase_matches_the_check_that_failed(test: str, miss: str) ->
     phrase = miss_for_test(f"canon_tests/test_x.py::{test}")
     assert phrase.startswith(miss), phrase
     assert "subtract the max" not in phrase and "upcast" not in phrase and "vectorise" not in phrase
+
+
+# -- the scenarios of 17.5, replayed ------------------------------------------------------------------------
+
+GOOD_ATTENTION = (Path(__file__).resolve().parents[1] / "examples" / "learners" / "good" / "transformer"
+                  / "attention.py").read_text()
+
+
+def test_a_wrong_value_is_reported_at_the_learners_line_with_its_input(pytester: pytest.Pytester, learner) -> None:
+    scaled_by_dk = GOOD_ATTENTION.replace("step = 1.0 / math.sqrt(q.shape[-1]) if scale", "step = 1.0 / q.shape[-1] if scale")
+    assert scaled_by_dk != GOOD_ATTENTION
+    learner(files={"transformer/attention": scaled_by_dk})
+    produced = {n for n, text in enumerate(scaled_by_dk.splitlines(), 1)
+                if text.lstrip().startswith(("weights = stable_softmax", "return out"))}
+    result = pytester.runpytest("--canon-item=transformer/attention", "-p", "no:cacheprovider")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    findings = re.findall(r"practice/transformer/attention\.py:(\d+): COR001 (test_\w+) failed: "
+                          r"scaled_dot_product_attention\(q: \((?:\d+, )*\d+\) float64, k: .*?\) gave a wrong value: "
+                          r".* at index \([\d, ]+\): got [-\d.e]+, expected [-\d.e]+ \(.*largest difference", out)
+    assert {"test_two_key_closed_form_float64", "test_default_scale_is_inverse_sqrt_dk_and_explicit_scale_is_used"
+            } <= {name for _, name in findings}
+    assert {int(line) for line, _ in findings} <= produced
+    result.stdout.fnmatch_lines(["*mlcanon: where the wrong value came from*",
+                                 "scaled_dot_product_attention(q: (1, 2) float64, *",
+                                 "produced it at practice/transformer/attention.py:*"])
+    assert "canon_tests/test_transformer_attention.py:" in out
+    assert "site-packages" not in out and str(REFS.parent) not in out.replace(str(pytester.path), "")
+    assert "pytest_mlcanon.testing.ValueMismatch" not in out
+
+
+def test_the_learners_own_classes_are_not_presented_as_the_references(pytester: pytest.Pytester, learner) -> None:
+    raising = GOOD_ATTENTION.replace('        raise ValueError(f"scale must be finite and > 0, got {scale}")',
+                                     '        raise ScaleError(f"scale must be finite and > 0, got {scale}")')
+    raising += "\n\nclass ScaleError(Exception):\n    \"\"\"Not a ValueError: the contract test sees the wrong type.\"\"\"\n"
+    assert raising.count("ScaleError") == 2
+    learner(files={"transformer/attention": raising})
+    result = pytester.runpytest("--canon-item=transformer/attention", "--canon-contract=required",
+                                "-p", "no:cacheprovider", "-k", "scale")
+    out = result.stdout.str()
+    assert "practice/transformer/attention.py:ScaleError: scale must be finite" in out
+    assert "canon_refs.transformer.attention.ScaleError" not in out
