@@ -11,7 +11,6 @@ seed's "diff your attempt against the reference" step, out of sight of the next 
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_mlcanon import catalog, impl, progress, stubs
+from pytest_mlcanon.layout import shown
 from pytest_mlcanon.state import state_dir
 
 DEFAULT_PRACTICE = "practice"
@@ -99,7 +99,7 @@ class Sandbox:
     def show(self, path: Path) -> str:
         """``path`` as the user reaches it from the current directory (``practice/x.py`` at the repo
         root, ``../practice/x.py`` from a subfolder), or absolute when it lies outside the repo."""
-        return shown_from_here(self.root, path)
+        return shown(path)
 
     def file(self, module: str) -> Path:
         return self.practice / f"{module}.py"
@@ -215,16 +215,6 @@ def drillable(item: catalog.Item) -> bool:
     from pytest_mlcanon.layout import in_canon
 
     return in_canon(item)
-
-
-def shown_from_here(root: Path, path: Path) -> str:
-    """``path`` relative to the current directory when it lies in the repo at ``root``, else absolute."""
-    resolved = path.resolve()
-    try:
-        resolved.relative_to(root.resolve())
-    except ValueError:
-        return str(path)
-    return os.path.relpath(resolved, Path.cwd().resolve())
 
 
 def relative(root: Path, path: Path) -> str:

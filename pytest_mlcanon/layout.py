@@ -7,6 +7,7 @@ tests the ``canon_tests`` package beside it; both are found without importing an
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 from pytest_mlcanon import catalog
@@ -46,12 +47,22 @@ def in_package(path: str | Path) -> str | None:
 def shown(path: str | Path, root: Path | None = None) -> str:
     """A path as the user would type it: a file of the installed canon as its package shows it
     (``canon_tests/test_x.py``, never ``.venv/lib/.../site-packages/canon_tests/test_x.py``), else
-    relative to ``root`` (the current directory by default) when inside it, else absolute."""
+    relative to ``root`` (the current directory by default) when inside it, else, when it lies in the
+    learner's repo (``state.find_root``), as reached from there (``../practice/x.py`` from a subfolder),
+    else absolute."""
+    from pytest_mlcanon.state import find_root
+
     resolved = Path(path).resolve()
     packaged = in_package(resolved)
     if packaged is not None:
         return packaged
+    here = (root or Path.cwd()).resolve()
     try:
-        return str(resolved.relative_to((root or Path.cwd()).resolve()))
+        return str(resolved.relative_to(here))
+    except (ValueError, OSError):
+        pass
+    try:
+        resolved.relative_to(find_root(here))
     except (ValueError, OSError):
         return str(resolved)
+    return os.path.relpath(resolved, here)

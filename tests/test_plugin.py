@@ -359,11 +359,12 @@ def test_failures_outside_the_rootdir_are_located_at_a_path(pytester: pytest.Pyt
     result = pytester.runpytest("--canon-item=18", "--impl=practice", "--tb=no", "-q", "-p", "no:cacheprovider",
                                 "--canon-report=json:r.json")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["  */canon_tests/test_detection_boxes.py:*: COR001 test_* failed: *"])
+    result.stdout.fnmatch_lines(["  canon_tests/test_detection_boxes.py:*: COR001 test_* failed: *"])
     result.stdout.no_fnmatch_line("*::test_*: COR001*")
     findings = json.loads((pytester.path / "r.json").read_text())["items"][0]["axes"]["correctness"]["findings"]
-    assert findings and all(f["path"].endswith("canon_tests/test_detection_boxes.py") and f["line"] > 0
-                            for f in findings if f["code"] == "COR001")
+    # a value the learner's code made is placed at the learner's line that made it (17.5), the rest at the test
+    assert findings and all(f["path"] in ("canon_tests/test_detection_boxes.py", "practice/detection/boxes.py")
+                            and f["line"] > 0 for f in findings if f["code"] == "COR001")
 
 
 def test_a_failure_in_a_shared_test_helper_is_located_at_the_tests_own_line(pytester: pytest.Pytester,

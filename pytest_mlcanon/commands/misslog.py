@@ -22,7 +22,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
     from tabulate import tabulate
 
-    from pytest_mlcanon import drill, misslog
+    from pytest_mlcanon import drill, layout, misslog
     from pytest_mlcanon.state import find_root
 
     try:
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        print(f"no miss log yet ({drill.shown_from_here(root, path)}): `mlcanon check` adds a line when an "
+        print(f"no miss log yet ({layout.shown(path)}): `mlcanon check` adds a line when an "
               "attempt goes wrong")
         return 0
     except (OSError, UnicodeDecodeError) as exc:
