@@ -31,6 +31,15 @@ def in_canon(item: catalog.Item) -> bool:
         (tests / name).is_file() for name in item.test_files)
 
 
+def inside(filename: str | Path, folder: Path) -> bool:
+    """True when ``filename`` lies in ``folder`` (an absolute, resolved folder)."""
+    try:
+        Path(filename).resolve().relative_to(folder)
+    except (ValueError, OSError):
+        return False
+    return True
+
+
 def in_package(path: str | Path) -> str | None:
     """A file of the installed canon as its package shows it (``canon_tests/test_x.py``,
     ``canon_refs/posttrain/dpo.py``), wherever it is installed; None for any other file. A relative

@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mlcanon.layout import shown
+from pytest_mlcanon.layout import inside, shown
 
 FLOOD_BYTES = 16 * 1024 * 1024
 SECTION_CHARS = 8_000
@@ -117,7 +117,7 @@ class Watchdog:
     # -- what the learner sees -------------------------------------------------------------------------
     def verdict(self, kind: str, frame: FrameType | None, item: pytest.Item) -> str:
         """``timeout: chunk_text did not return within 60 s (practice/retrieval/rag.py:41)``."""
-        mine = [f for f in _stack(frame) if _inside(f.f_code.co_filename, self.learner_dir)]
+        mine = [f for f in _stack(frame) if inside(f.f_code.co_filename, self.learner_dir)]
         if mine:
             outer, inner = mine[-1], mine[0]
             who, where = outer.f_code.co_name, f"{shown(inner.f_code.co_filename)}:{inner.f_lineno}"
@@ -225,11 +225,3 @@ def _stack(frame: FrameType | None) -> list[FrameType]:
         frames.append(frame)
         frame = frame.f_back
     return frames
-
-
-def _inside(filename: str, folder: Path) -> bool:
-    try:
-        Path(filename).resolve().relative_to(folder)
-    except (ValueError, OSError):
-        return False
-    return True

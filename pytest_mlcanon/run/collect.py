@@ -17,7 +17,7 @@ import pytest
 
 from pytest_mlcanon import catalog, redirect, stubs
 from pytest_mlcanon.evidence import Status
-from pytest_mlcanon.layout import in_canon, shown, tests_dir
+from pytest_mlcanon.layout import in_canon, inside, shown, tests_dir
 from pytest_mlcanon.run.state import ITEM_PROPERTY, CanonRun
 from pytest_mlcanon.run.testreports import short_message
 
@@ -201,18 +201,10 @@ def _describe_import_error(exc: BaseException, impl_dir: Path) -> str:
     if isinstance(exc, SyntaxError) and exc.filename:
         return f"{kind} at {shown(exc.filename)}:{exc.lineno}: {exc.msg}"
     frames = traceback.extract_tb(exc.__traceback__)
-    learner_frames = [f for f in frames if _inside(f.filename, impl_dir)]
+    learner_frames = [f for f in frames if inside(f.filename, impl_dir)]
     where = ""
     if learner_frames:
         frame = learner_frames[-1]
         where = f" at {shown(frame.filename)}:{frame.lineno}"
     detail = str(exc).splitlines()[0] if str(exc) else ""
     return f"{kind}{where} while importing: {detail}".rstrip(": ")
-
-
-def _inside(filename: str, folder: Path) -> bool:
-    try:
-        Path(filename).resolve().relative_to(folder)
-    except (ValueError, OSError):
-        return False
-    return True
