@@ -19,6 +19,7 @@ cannot swallow it; while the phase keeps running, the alarm repeats every second
 be stuck where no signal reaches it (inside native code, or swallowing every exception), the thread
 ends the process :data:`GRACE_S` after the limit, with the verdict and every thread's stack on
 stderr. Without ``SIGALRM`` (Windows) or off the main thread, that last resort is the only guard.
+While a debugger traces the test (``--trace``, ``breakpoint()``), the limit waits.
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ class _Phase:
         self.done = threading.Event()
         self.signals = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
         self.previous: Any = None
+        self.debugging = False
         self.watcher: threading.Thread | None = None
 
     def arm(self) -> None:
@@ -163,7 +165,8 @@ class _Phase:
 
     def _on_alarm(self, signum: int, frame: FrameType | None) -> None:
         __tracebackhide__ = True  # the traceback ends at the learner's line, not in here
-        if self.done.is_set():
+        self.debugging = _debugging()
+        if self.done.is_set() or self.debugging:  # a learner at a pdb prompt is thinking, not stuck
             return
         kind = self.stop.kind if self.stop is not None else "timeout"
         self.stop = Stop(kind, self.dog.verdict(kind, frame, self.item))
@@ -179,7 +182,9 @@ class _Phase:
                 if self.signals:
                     signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
                     deadline = min(deadline, time.monotonic() + GRACE_S)
-            if time.monotonic() > deadline:
+            if self.debugging:
+                deadline = time.monotonic() + self.dog.limit_s + GRACE_S
+            elif time.monotonic() > deadline:
                 self._end_process()
 
     def _end_process(self) -> None:
@@ -197,6 +202,19 @@ class _Phase:
         sys.stderr.flush()
         faulthandler.dump_traceback(all_threads=True)
         os._exit(EXIT_STUCK)
+
+
+def _debugging() -> bool:
+    """True while a debugger traces this thread (pdb, ``breakpoint()``, an IDE's)."""
+    trace = sys.gettrace()
+    if trace is None:
+        return False
+    owner = getattr(trace, "__self__", None)
+    modules = [c.__module__ for c in type(owner).__mro__] if owner is not None else [getattr(trace, "__module__", "")]
+    return any(str(m).split(".")[0] in _DEBUGGERS for m in modules)
+
+
+_DEBUGGERS = frozenset({"bdb", "pdb", "pydevd", "_pydevd_bundle", "debugpy", "IPython"})
 
 
 def cut(text: str, limit: int = SECTION_CHARS) -> str:

@@ -266,3 +266,26 @@ def test_a_timed_check_that_timed_out_is_a_failed_attempt(pytester: pytest.Pytes
     (attempt,) = json.loads((pytester.path / ".mlcanon" / "progress.json").read_text())["items"]["retrieval/rag"][
         "attempts"]
     assert attempt["passed"] is False and "correctness" in attempt["axes_failed"]
+
+
+def test_a_debugger_at_work_is_not_a_hang() -> None:
+    import bdb
+
+    from pytest_mlcanon.watchdog import _debugging
+
+    class Quiet(bdb.Bdb):  # traces like pdb, never stops
+        def stop_here(self, frame):  # type: ignore[no-untyped-def]
+            return False
+
+        def break_here(self, frame):  # type: ignore[no-untyped-def]
+            return False
+
+    seen: list[bool] = []
+    debugger = Quiet()
+    debugger.reset()
+    sys.settrace(debugger.trace_dispatch)
+    try:
+        seen.append(_debugging())
+    finally:
+        sys.settrace(None)
+    assert seen == [True] and not _debugging()
