@@ -117,3 +117,11 @@ def test_the_learners_own_classes_are_not_presented_as_the_references(pytester: 
     out = result.stdout.str()
     assert "practice/transformer/attention.py:ScaleError: scale must be finite" in out
     assert "canon_refs.transformer.attention.ScaleError" not in out
+
+
+def test_an_import_error_names_the_learners_module_as_their_file(pytester: pytest.Pytester, learner) -> None:
+    learner(files={"transformer/attention": '"""Reads itself."""\nfrom canon_refs.transformer import attention as me\n'
+                                            "me.nothing\n"})
+    result = pytester.runpytest("--canon-item=transformer/attention", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*error: AttributeError at practice/transformer/attention.py:3 while importing: "
+                                 "*module 'practice/transformer/attention.py' has no attribute 'nothing'*"])

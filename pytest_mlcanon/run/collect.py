@@ -17,6 +17,7 @@ import pytest
 
 from pytest_mlcanon import catalog, redirect, stubs
 from pytest_mlcanon.evidence import Status
+from pytest_mlcanon.feedback import learner_names
 from pytest_mlcanon.layout import in_canon, inside, shown, tests_dir
 from pytest_mlcanon.run.state import ITEM_PROPERTY, CanonRun
 from pytest_mlcanon.run.testreports import short_message
@@ -77,7 +78,7 @@ class Collect:
                 with redirect_stdout(sink), redirect_stderr(sink):
                     importlib.import_module(name)
             except (Exception, SystemExit) as exc:  # learner code may raise anything, even SystemExit
-                return _describe_import_error(exc, self.run.impl.path)
+                return _describe_import_error(exc, self.run.impl.path, self.run.impl.served())
         return ""
 
     def collect_args(self) -> list[str]:
@@ -195,8 +196,9 @@ def _last_failed_narrowed(config: pytest.Config, items: list[pytest.Item]) -> bo
     return bool(known) and any(node.nodeid in known for node in items)
 
 
-def _describe_import_error(exc: BaseException, impl_dir: Path) -> str:
-    """``SyntaxError at practice/posttrain/dpo.py:12: invalid syntax`` and the like."""
+def _describe_import_error(exc: BaseException, impl_dir: Path, served: dict[str, str]) -> str:
+    """``SyntaxError at practice/posttrain/dpo.py:12: invalid syntax`` and the like; the learner's
+    modules are named as their files (``served``), not as the ``canon_refs`` names they import under."""
     kind = type(exc).__name__
     if isinstance(exc, SyntaxError) and exc.filename:
         return f"{kind} at {shown(exc.filename)}:{exc.lineno}: {exc.msg}"
@@ -206,5 +208,5 @@ def _describe_import_error(exc: BaseException, impl_dir: Path) -> str:
     if learner_frames:
         frame = learner_frames[-1]
         where = f" at {shown(frame.filename)}:{frame.lineno}"
-    detail = str(exc).splitlines()[0] if str(exc) else ""
+    detail = learner_names(str(exc).splitlines()[0], served) if str(exc) else ""
     return f"{kind}{where} while importing: {detail}".rstrip(": ")
