@@ -202,7 +202,7 @@ def test_an_infinite_loop_is_a_timeout_naming_the_function_and_line(pytester: py
     result.stdout.fnmatch_lines([f"E * {verdict} (practice/retrieval/rag.py:{line}); if it is only slow, raise "
                                  "test_timeout*"])
     outcomes = result.parseoutcomes()
-    assert outcomes.get("passed", 0) + outcomes["failed"] == 17 and outcomes["failed"] >= 16
+    assert outcomes.get("passed", 0) <= 1 and outcomes["failed"] >= 10  # the item's other tests: not run
     result.stdout.fnmatch_lines([f"not run: test_chunk_* stopped this item ({verdict} "
                                  f"(practice/retrieval/rag.py:{line}))"])
     result.stdout.fnmatch_lines(["#46 retrieval/rag  NO *"])
