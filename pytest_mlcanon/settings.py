@@ -118,8 +118,9 @@ SPECS: tuple[Spec, ...] = (
          "selecting an item also checks the other items living in a module the learner wrote for it (#26 "
          "brings #28's cross-attention; default true); the grader turns it off, a job grades its own items"),
     Spec("test_timeout", "--canon-test-timeout", _nonneg_float, 60.0,
-         "seconds one phase of a canon test may run before it fails as a timeout naming your function and "
-         "line; the item's other tests are then not run (0: no limit; default 60)"),
+         "seconds of CPU time one phase of a canon test may take before it fails as a timeout naming your "
+         "function and line (5x that in wall-clock time for code that waits); the item's other tests are "
+         "then not run (0: no limit; default 60)"),
 )
 
 

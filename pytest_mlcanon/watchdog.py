@@ -1,10 +1,14 @@
 """Learner code that hangs or floods gets a verdict, not a frozen terminal: the per-test watchdog.
 
-Each phase of a canon test (setup, call, teardown) runs under a wall-clock limit (``test_timeout``,
-60 s by default, 0 turns it off). At the limit, ``SIGALRM`` raises :class:`CanonTimeout` in the
-main thread, inside whatever learner line is spinning; pytest records it as the test's failure:
+Each phase of a canon test (setup, call, teardown) runs under a limit of CPU time (``test_timeout``,
+60 s by default, 0 turns it off; CPU time, so a loaded machine does not trip it). At the limit,
+``SIGVTALRM`` raises :class:`CanonTimeout` in the main thread, inside whatever learner line is
+spinning; pytest records it as the test's failure:
 
-    timeout: chunk_text did not return within 60 s (practice/retrieval/rag.py:41)
+    timeout: chunk_text did not return within 60 s of CPU time (practice/retrieval/rag.py:41)
+
+Code that waits without computing is stopped the same way at :data:`WALL_FACTOR` times the limit of
+wall-clock time.
 
 naming the learner's function the test called (the outermost frame in the learner's folder) and the
 line it was on (the innermost). A test that writes more than :data:`FLOOD_BYTES` to its captured
@@ -18,7 +22,7 @@ than :data:`SECTION_CHARS` is cut to its head and tail in the report.
 cannot swallow it; while the phase keeps running, the alarm repeats every second. Should the code
 be stuck where no signal reaches it (inside native code, or swallowing every exception), the thread
 ends the process :data:`GRACE_S` after the limit, with the verdict and every thread's stack on
-stderr. Without ``SIGALRM`` (Windows) or off the main thread, that last resort is the only guard.
+stderr. Without ``SIGVTALRM`` (Windows) or off the main thread, that last resort is the only guard.
 While a debugger traces the test (``--trace``, ``breakpoint()``), the limit waits.
 """
 
@@ -43,6 +47,9 @@ from pytest_mlcanon.layout import inside, shown
 FLOOD_BYTES = 16 * 1024 * 1024
 SECTION_CHARS = 8_000
 GRACE_S = 10.0
+#: Code that waits without computing (a sleep, a lock) is stopped at this multiple of the limit in
+#: wall-clock time; the limit itself is CPU time, so a loaded machine never trips it.
+WALL_FACTOR = 5.0
 REPEAT_S = 1.0
 _POLL_S = 0.1
 EXIT_STUCK = 3  # the process was ended by the watchdog (pytest's own codes are 0-5; 3 is internal error)
@@ -122,14 +129,17 @@ class Watchdog:
         if mine:
             outer, inner = mine[-1], mine[0]
             who, where = outer.f_code.co_name, f"{shown(inner.f_code.co_filename)}:{inner.f_lineno}"
-            what = "did not return" if kind == "timeout" else "printed more than"
+            what = "printed more than" if kind == "flood" else "did not return"
         else:
             path, line, _ = item.location
             who, where = item.name, f"{shown(self.config.rootpath / path)}:{(line or 0) + 1}"
-            what = "did not finish" if kind == "timeout" else "printed more than"
+            what = "printed more than" if kind == "flood" else "did not finish"
         if kind == "timeout":
-            return (f"timeout: {who} {what} within {self.limit_s:g} s ({where}); if it is only slow, "
-                    "raise test_timeout (--canon-test-timeout)")
+            return (f"timeout: {who} {what} within {self.limit_s:g} s of CPU time ({where}); if it is only "
+                    "slow, raise test_timeout (--canon-test-timeout)")
+        if kind == "wall":
+            return (f"timeout: {who} {what} within {self.limit_s * WALL_FACTOR:g} s, waiting rather than computing "
+                    f"({where})")
         return f"flood: {who} {what} {FLOOD_BYTES // (1024 * 1024)} MiB of output ({where})"
 
 
@@ -150,16 +160,16 @@ class _Phase:
         if self.dog.limit_s <= 0:
             return
         if self.signals:
-            self.previous = signal.signal(signal.SIGALRM, self._on_alarm)
-            signal.setitimer(signal.ITIMER_REAL, self.dog.limit_s, REPEAT_S)
+            self.previous = signal.signal(signal.SIGVTALRM, self._on_alarm)
+            signal.setitimer(signal.ITIMER_VIRTUAL, self.dog.limit_s, REPEAT_S)
         self.watcher = threading.Thread(target=self._watch, name="mlcanon-watchdog", daemon=True)
         self.watcher.start()
 
     def disarm(self) -> None:
         self.done.set()
         if self.signals and self.previous is not None:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self.previous)
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+            signal.signal(signal.SIGVTALRM, self.previous)
         if self.watcher is not None:
             self.watcher.join()
 
@@ -175,15 +185,17 @@ class _Phase:
     def _watch(self) -> None:
         """Stop a flood, and end the process when the phase outlives its limit by GRACE_S."""
         start_sizes = _capture_sizes()
-        deadline = time.monotonic() + self.dog.limit_s + (GRACE_S if self.signals else 0.0)
+        wall = time.monotonic() + self.dog.limit_s * WALL_FACTOR
+        deadline = wall + (GRACE_S if self.signals else 0.0)
         while not self.done.wait(_POLL_S):
-            if self.stop is None and any(now - then > FLOOD_BYTES for now, then in zip(_capture_sizes(), start_sizes)):
-                self.stop = Stop("flood", "")
+            flooded = any(now - then > FLOOD_BYTES for now, then in zip(_capture_sizes(), start_sizes))
+            if self.stop is None and (flooded or time.monotonic() > wall):
+                self.stop = Stop("flood" if flooded else "wall", "")
                 if self.signals:
-                    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
+                    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGVTALRM)
                     deadline = min(deadline, time.monotonic() + GRACE_S)
             if self.debugging:
-                deadline = time.monotonic() + self.dog.limit_s + GRACE_S
+                wall = deadline = time.monotonic() + self.dog.limit_s * WALL_FACTOR + GRACE_S
             elif time.monotonic() > deadline:
                 self._end_process()
 
