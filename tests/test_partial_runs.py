@@ -128,8 +128,10 @@ def test_stepwise_stopping_at_a_failure_is_stopped_early_not_interrupted(pyteste
 
 def test_a_narrowed_run_fails_the_minimum_score(pytester: pytest.Pytester, learner) -> None:
     learner(files={"posttrain/dpo": UNSTABLE_DPO})
-    narrowed = ("--canon-item=posttrain/dpo", "-k", "not extreme", "-q", "--tb=no", "-p", "no:cacheprovider")
-    assert pytester.runpytest(*narrowed).ret == pytest.ExitCode.OK  # the 46 tests it ran pass
+    # main's #55 also checks confident float32 pairs, which log(sigmoid) fails: left out with the probes
+    narrowed = ("--canon-item=posttrain/dpo", "-k", "not extreme and not confident", "-q", "--tb=no", "-p",
+                "no:cacheprovider")
+    assert pytester.runpytest(*narrowed).ret == pytest.ExitCode.OK  # the tests it ran pass
     gated = pytester.runpytest(*narrowed, "--canon-min-score=4")
     assert gated.ret == pytest.ExitCode.TESTS_FAILED
     gated.stdout.fnmatch_lines(["minimum score 4/5: not met by #55 posttrain/dpo (partial: not scored)"])
