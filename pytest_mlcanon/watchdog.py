@@ -138,8 +138,7 @@ class Watchdog:
             return (f"timeout: {who} {what} within {self.limit_s:g} s of CPU time ({where}); if it is only "
                     "slow, raise test_timeout (--canon-test-timeout)")
         if kind == "wall":
-            return (f"timeout: {who} {what} within {self.limit_s * WALL_FACTOR:g} s, waiting rather than computing "
-                    f"({where})")
+            return f"timeout: {who} {what} within {self.limit_s * WALL_FACTOR:g} s ({where})"
         return f"flood: {who} {what} {FLOOD_BYTES // (1024 * 1024)} MiB of output ({where})"
 
 

@@ -196,11 +196,12 @@ def test_an_infinite_loop_is_a_timeout_naming_the_function_and_line(pytester: py
     assert time.monotonic() - began < 30  # one limit for the item, not one per test
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()
-    verdict = "timeout: chunk_text did not return within 1 s of CPU time"
+    # 1 s of CPU time, or on a machine too busy to give the loop that, 5 s of wall-clock time
+    verdict = next(v for v in ("timeout: chunk_text did not return within 1 s of CPU time",
+                               "timeout: chunk_text did not return within 5 s") if verdict_lines(out, v))
     (line,) = verdict_lines(out, verdict)
     assert line in lines
-    result.stdout.fnmatch_lines([f"E * {verdict} (practice/retrieval/rag.py:{line}); if it is only slow, raise "
-                                 "test_timeout*"])
+    result.stdout.fnmatch_lines([f"E * {verdict} (practice/retrieval/rag.py:{line})*"])
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) <= 1 and outcomes["failed"] >= 10  # the item's other tests: not run
     result.stdout.fnmatch_lines([f"not run: test_chunk_* stopped this item ({verdict} "
@@ -225,8 +226,8 @@ def test_a_loop_that_swallows_every_exception_still_times_out(pytester: pytest.P
                                 "-k", "chunk_250")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()
-    assert verdict_lines(out, "timeout: chunk_text did not return within 5 s, waiting rather than computing") <= set(lines)
-    assert "did not return within 5 s, waiting rather than computing" in out  # a sleep burns no CPU: the wall limit
+    assert verdict_lines(out, "timeout: chunk_text did not return within 5 s") <= set(lines)
+    assert "did not return within 5 s (" in out  # a sleep burns no CPU: the wall limit
 
 
 def test_code_no_signal_can_stop_ends_the_run_with_the_verdict(pytester: pytest.Pytester, learner) -> None:
@@ -239,7 +240,7 @@ def test_code_no_signal_can_stop_ends_the_run_with_the_verdict(pytester: pytest.
     err = result.stderr.str()
     assert "test_chunk_250_words_size_100_overlap_20: timeout: chunk_text did not return within 5 s" in err
     assert "could not be interrupted, so the run ends here" in err and "Thread" in err  # the stacks follow
-    assert verdict_lines(err, "timeout: chunk_text did not return within 5 s, waiting rather than computing") \
+    assert verdict_lines(err, "timeout: chunk_text did not return within 5 s") \
         <= set(lines)
 
 
