@@ -73,12 +73,9 @@ def _strip_comment(line: str) -> str:
 
 def _param_text(text: str, start: int) -> str:
     """The text between the parenthesis at ``start`` and its partner."""
-    depth = 0
-    for i in range(start, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[start + 1:i]
-    raise AssertionError(f"unbalanced parameter list: {text[start:start + 80]!r}")
+    close = shape_grammar._closing(text, start)
+    assert close > 0, f"unbalanced parameter list: {text[start:start + 80]!r}"
+    return text[start + 1:close]
 
 
 def _params(text: str) -> tuple[Param, ...]:

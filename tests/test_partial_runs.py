@@ -128,8 +128,10 @@ def test_stepwise_stopping_at_a_failure_is_stopped_early_not_interrupted(pyteste
 
 def test_a_narrowed_run_fails_the_minimum_score(pytester: pytest.Pytester, learner) -> None:
     learner(files={"posttrain/dpo": UNSTABLE_DPO})
-    narrowed = ("--canon-item=posttrain/dpo", "-k", "not extreme", "-q", "--tb=no", "-p", "no:cacheprovider")
-    assert pytester.runpytest(*narrowed).ret == pytest.ExitCode.OK  # the 46 tests it ran pass
+    # leave out the two probes log(sigmoid) fails (the float64 extremes, the confident float32 pairs)
+    narrowed = ("--canon-item=posttrain/dpo", "-k", "not extreme and not confident", "-q", "--tb=no", "-p",
+                "no:cacheprovider")
+    assert pytester.runpytest(*narrowed).ret == pytest.ExitCode.OK  # every test it ran passes
     gated = pytester.runpytest(*narrowed, "--canon-min-score=4")
     assert gated.ret == pytest.ExitCode.TESTS_FAILED
     gated.stdout.fnmatch_lines(["minimum score 4/5: not met by #55 posttrain/dpo (partial: not scored)"])

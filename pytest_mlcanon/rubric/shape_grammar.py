@@ -411,15 +411,3 @@ def shapes_of(comment: ShapeComment) -> list[Shape]:
         found.append(shape)
         stack.extend(s for alts in shape.members for s in alts)
     return found
-
-
-def dim_names(comment: ShapeComment) -> set[str]:
-    """Every symbolic name used in the comment."""
-    return {
-        node.id
-        for shape in shapes_of(comment)
-        for dim in shape.dims
-        if dim.expr is not None
-        for node in ast.walk(dim.expr)
-        if isinstance(node, ast.Name)
-    }
