@@ -273,6 +273,38 @@ def test_a_drifted_signature_is_caught() -> None:
     assert mismatches(dataclasses.replace(declared, params=beta))
 
 
+def _modules_in(cell: str) -> tuple[str, ...]:
+    """``capstone/{a, b}.py`` and ``area/module.py`` cells as module paths without ``.py``."""
+    out: list[str] = []
+    for path in re.findall(r"`([^`]+)`", cell):
+        group = re.fullmatch(r"(\w+)/\{(.*)\}\.py", path)
+        out += [f"{group[1]}/{m.strip()}" for m in group[2].split(",")] if group else [path.removesuffix(".py")]
+    return tuple(out)
+
+
+def test_the_index_matches_the_catalog() -> None:
+    index = CONTRACT.read_text().split("## Index of the 60 items", 1)[1].split("\n---", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in index.splitlines()
+            if re.match(r"\| \d+ \|", line)]
+    assert [int(row[0]) for row in rows] == list(range(1, 61))
+    for number, title, level, modules, tests, minutes, framework in rows:
+        item = catalog.get(int(number))
+        assert (title, level, _modules_in(modules), tuple(re.findall(r"`([^`]+)`", tests)), int(minutes.split()[0]),
+                framework) == (item.title, item.level, item.modules, item.test_files, item.minutes,
+                               item.framework), item.label
+
+
+def test_each_item_section_matches_the_catalog() -> None:
+    for number, section in _sections():
+        item = catalog.get(number)
+        row = re.search(r"\|---(?:\|---)+\|\n(\|.*\|)\n", section)
+        assert row is not None, item.label
+        level, modules, tests, minutes, taught_in, framework = (c.strip() for c in row[1].strip("|").split("|"))
+        assert (level, _modules_in(modules), tuple(re.findall(r"`([^`]+)`", tests)), int(minutes.split()[0]),
+                taught_in, framework) == (item.level, item.modules, item.test_files, item.minutes, item.taught_in,
+                                          item.framework), item.label
+
+
 def test_c4_prints_the_grammar_the_checker_implements() -> None:
     contract = CONTRACT.read_text().split("### C4.", 1)[1].split("### C5.", 1)[0]
     printed = contract.split("Grammar (the plugin's checker implements exactly this):\n\n```\n", 1)[1].split("```", 1)[0]
