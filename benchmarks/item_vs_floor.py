@@ -3,7 +3,7 @@ run of the DPO item must pay; P4: the same run with the rubric's run-time shape 
 Medians of 5 interleaved runs, started from a directory with no pytest configuration (a learner's).
 
 P1 as filed divides by ``python -c "import torch, numpy, pytest"`` (target <= 1.25x). That floor
-leaves out two costs no runner of this item can avoid, because the item's contract (canon-spec
+leaves out two costs no runner of this item can avoid, because the item's contract (docs/contract.md
 §55: ``run_dpo`` trains with ``AdamW``) and its tests (``torch.testing.assert_close``) need them:
 the first call into a ``torch.optim`` optimizer imports ``torch._dynamo`` (via
 ``torch._compile._disable_dynamo``), and ``assert_close`` imports ``torch.distributed.tensor``.

@@ -1,4 +1,4 @@
-"""Fixtures shared by every reference test (canon-spec C7): seeded NumPy generator, and for torch
+"""Fixtures shared by every reference test (docs/contract.md C7): seeded NumPy generator, and for torch
 items a fixed global seed and one thread, so results are bitwise reproducible on the CPU."""
 
 from __future__ import annotations

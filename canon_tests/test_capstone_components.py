@@ -1,5 +1,5 @@
 """Component tests for #60, the capstone: task, encoder, projector, LM, VLM splice, SFT batch, reward
-side, DPO/GRPO pieces and the tool loop (canon-spec #60, "Component checks"; numbers from seeds 000/001).
+side, DPO/GRPO pieces and the tool loop (docs/contract.md #60, "Component checks"; numbers from seeds 000/001).
 
 Everything runs on untrained or rigged ``TinyVLM``s at the default widths, so the file needs no training
 beyond a few short loops; the trained behaviour is checked in ``test_capstone_pipeline.py``.

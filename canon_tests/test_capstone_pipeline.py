@@ -1,4 +1,4 @@
-"""Acceptance tests for #60, the capstone pipeline (canon-spec #60, "Acceptance checks").
+"""Acceptance tests for #60, the capstone pipeline (docs/contract.md #60, "Acceptance checks").
 
 One default ``run_pipeline()`` (seed 0: the seed's budgets and recipes) is shared by the module fixture;
 every behaviour below reads its report. The behaviour thresholds were frozen after running the default

@@ -1,4 +1,4 @@
-"""Reference tests for canon #20: anchor generation, matching and the box coder (canon-spec #20)."""
+"""Reference tests for canon #20: anchor generation, matching and the box coder (docs/contract.md #20)."""
 
 from __future__ import annotations
 

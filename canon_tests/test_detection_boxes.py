@@ -1,4 +1,4 @@
-"""Reference tests for canon #18: box conversions, area, IoU and GIoU (canon-spec #18)."""
+"""Reference tests for canon #18: box conversions, area, IoU and GIoU (docs/contract.md #18)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reference tests for canon #21: sigmoid and softmax focal loss (canon-spec #21)."""
+"""Reference tests for canon #21: sigmoid and softmax focal loss (docs/contract.md #21)."""
 
 from __future__ import annotations
 

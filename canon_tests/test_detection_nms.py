@@ -1,4 +1,4 @@
-"""Reference tests for canon #19: greedy NMS and per-class batched NMS (canon-spec #19)."""
+"""Reference tests for canon #19: greedy NMS and per-class batched NMS (docs/contract.md #19)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reference tests for canon #38, the LoRA wrapper (canon-spec #38), including LoRA on the GPT of #31."""
+"""Reference tests for canon #38, the LoRA wrapper (docs/contract.md #38), including LoRA on the GPT of #31."""
 
 from __future__ import annotations
 

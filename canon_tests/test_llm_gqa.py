@@ -1,4 +1,4 @@
-"""Reference tests for canon #35, grouped-query attention (canon-spec #35; masks follow C10).
+"""Reference tests for canon #35, grouped-query attention (docs/contract.md #35; masks follow C10).
 
 The independent reference below projects with the module's own weights, repeats keys and values with
 ``torch.repeat_interleave`` and runs the softmax attention written out in float64, so it shares nothing

@@ -1,4 +1,4 @@
-"""Reference tests for canon #37, the tiny mixture-of-experts layer with a top-k router (canon-spec #37).
+"""Reference tests for canon #37, the tiny mixture-of-experts layer with a top-k router (docs/contract.md #37).
 
 The independent reference is a per-token Python loop over the router's own choices; the router itself is
 checked against a softmax and a stable sort written here.

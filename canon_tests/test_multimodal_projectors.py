@@ -1,4 +1,4 @@
-"""Reference tests for #42, VLM projectors and the visual-token splice (canon-spec #42)."""
+"""Reference tests for #42, VLM projectors and the visual-token splice (docs/contract.md #42)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reference tests for #39, the tiny Vision Transformer (canon-spec #39). The blocks are the EncoderBlock of #29."""
+"""Reference tests for #39, the tiny Vision Transformer (docs/contract.md #39). The blocks are the EncoderBlock of #29."""
 
 from __future__ import annotations
 

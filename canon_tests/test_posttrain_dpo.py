@@ -1,4 +1,4 @@
-"""Reference tests for #55, the DPO loss (canon-spec #55; numbers from seed 001 and seed 003).
+"""Reference tests for #55, the DPO loss (docs/contract.md #55; numbers from seed 001 and seed 003).
 
 The model-level checks (``sequence_logprob``, ``run_dpo``) use the toy causal LM of
 ``canon_tests/_toy_lm.py`` so this item does not depend on #31; a GPT variant of them belongs here once

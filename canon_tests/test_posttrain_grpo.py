@@ -1,4 +1,4 @@
-"""Reference tests for #56, simplified GRPO / RLVR (canon-spec #56; numbers from seed 001 and seed 003).
+"""Reference tests for #56, simplified GRPO / RLVR (docs/contract.md #56; numbers from seed 001 and seed 003).
 
 ``grpo_step`` runs on the toy causal LM of ``canon_tests/_toy_lm.py`` with an "is a > b" verifier, so the
 item does not depend on #31; a GPT variant of the training check belongs here once #31 lands.

@@ -1,4 +1,4 @@
-"""Reference tests for #54, the reward model with a pairwise head (canon-spec #54; numbers from seed 001,
+"""Reference tests for #54, the reward model with a pairwise head (docs/contract.md #54; numbers from seed 001,
 pair layout from seed 002). The backbone is the tiny GPT of #31."""
 
 from __future__ import annotations

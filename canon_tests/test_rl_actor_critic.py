@@ -1,4 +1,4 @@
-"""Reference tests for #51, one-step actor-critic (canon-spec #51).
+"""Reference tests for #51, one-step actor-critic (docs/contract.md #51).
 
 Training check: the corridor ``GridWorld(1, 6)``, gamma 0.9, 300 episodes, max_steps 20. Verified on
 seeds 0-9 before freezing (with max_steps 20 and with the default 50): the greedy action is "right" in

@@ -1,4 +1,4 @@
-"""Reference tests for #49, DQN with replay and a target network (canon-spec #49).
+"""Reference tests for #49, DQN with replay and a target network (docs/contract.md #49).
 
 Training check: the corridor ``GridWorld(1, 6)`` with one-hot observations, gamma 0.9, 3000 steps, other
 arguments at their defaults. Verified on seeds 0-4 before freezing: the greedy action is "right" in all

@@ -1,4 +1,4 @@
-"""Reference tests for #47, value iteration and policy iteration (canon-spec #47), and for the support
+"""Reference tests for #47, value iteration and policy iteration (docs/contract.md #47), and for the support
 module ``canon_refs/rl/envs.py`` (S1) that every RL item trains on (``TestEnvs``; envs is never
 redirected, so these tests always exercise the reference environments)."""
 

@@ -1,4 +1,4 @@
-"""Reference tests for #52, generalized advantage estimation (canon-spec #52)."""
+"""Reference tests for #52, generalized advantage estimation (docs/contract.md #52)."""
 
 from __future__ import annotations
 

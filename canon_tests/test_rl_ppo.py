@@ -1,4 +1,4 @@
-"""Reference tests for #53, the PPO update step (canon-spec #53; clip table and KL leash from seed 003).
+"""Reference tests for #53, the PPO update step (docs/contract.md #53; clip table and KL leash from seed 003).
 
 ``ppo_update`` runs on a fixed contextual bandit batch: 4 one-hot contexts, 2 actions, the action
 ``context % 2`` has advantage +1 and the other -1, a linear policy and value head (``_TinyActorCritic``).

@@ -1,4 +1,4 @@
-"""Reference tests for #48, Q-learning on a gridworld (canon-spec #48).
+"""Reference tests for #48, Q-learning on a gridworld (docs/contract.md #48).
 
 Training check: 4x4 grid, gamma 0.9, alpha 0.5, epsilon 0.1, 2000 episodes (max_steps 30). Verified on
 seeds 0-9 before freezing (and with max_steps 100): every seed's greedy policy walks to the goal in 6

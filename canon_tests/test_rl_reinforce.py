@@ -1,4 +1,4 @@
-"""Reference tests for #50, REINFORCE with a baseline (canon-spec #50; numbers from seed 003).
+"""Reference tests for #50, REINFORCE with a baseline (docs/contract.md #50; numbers from seed 003).
 
 Training checks, verified before freezing: ``Bandit([0.2, 0.5, 0.8])``, 500 steps, lr 0.1, final P(C)
 averaged over seeds 0-4 is 0.964 (threshold 0.8; the other 5-seed blocks of seeds 5-19 give 0.967,

@@ -1,4 +1,4 @@
-"""Reference tests for canon #25, scaled dot-product attention (canon-spec #25, C9, C10)."""
+"""Reference tests for canon #25, scaled dot-product attention (docs/contract.md #25, C9, C10)."""
 
 from __future__ import annotations
 

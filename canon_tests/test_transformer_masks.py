@@ -1,4 +1,4 @@
-"""Reference tests for canon #27, causal and padding masks (canon-spec #27, C10)."""
+"""Reference tests for canon #27, causal and padding masks (docs/contract.md #27, C10)."""
 
 from __future__ import annotations
 

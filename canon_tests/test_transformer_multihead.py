@@ -1,5 +1,5 @@
 """Reference tests for canon #26 multi-head attention, #28 cross-attention and #33 the KV cache
-(canon-spec #26, #28, #33; masks follow C10).
+(docs/contract.md #26, #28, #33; masks follow C10).
 
 #26 and #28 use duck-typed stand-ins for the cache and RoPE (``_ConcatCache``, ``_ScaleRope`` below), so
 they do not depend on #33/#34; the #33 tests use the real ``KVCache``.

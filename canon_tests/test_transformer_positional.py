@@ -1,4 +1,4 @@
-"""Reference tests for canon #34, RoPE and the sinusoidal table (canon-spec #34)."""
+"""Reference tests for canon #34, RoPE and the sinusoidal table (docs/contract.md #34)."""
 
 from __future__ import annotations
 

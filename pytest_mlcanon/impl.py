@@ -84,7 +84,6 @@ def with_module_mates(items: tuple[catalog.Item, ...], impl: Impl) -> tuple[tupl
     note per item added or left out. A mate whose own functions and classes are still stubs is left
     out and named, with the command that checks it."""
     from pytest_mlcanon import stubs
-    from pytest_mlcanon.catalog.hints import SKELETON_NAMES
 
     chosen = {item.number: item for item in items}
     notes: list[str] = []
@@ -97,7 +96,7 @@ def with_module_mates(items: tuple[catalog.Item, ...], impl: Impl) -> tuple[tupl
             if not files:
                 continue
             where = ", ".join(f"{m}.py" for m in shared)
-            own = SKELETON_NAMES.get(mate.number, ())
+            own = mate.names
             if own and all(stubs.names_unwritten(p, own) for p in files):
                 notes.append(f"{mate.label} also lives in {where} and is not written yet ({', '.join(own)}); "
                              f"check it with --canon-item={mate.slug} once it is")

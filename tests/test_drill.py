@@ -567,9 +567,6 @@ def test_every_item_has_three_levels_of_hints(item: catalog.Item) -> None:
     assert any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) for n in ast.walk(tree))
     if item.slug != "nn/autograd":  # the scalar engine has no tensor line
         assert "# (" in skeleton or "# list[" in skeleton or "# ()" in skeleton
-    written = hints.SKELETONS.get(item.number)
-    if written is not None:
-        ast.parse(written)
 
 
 def test_generated_skeletons_show_shapes_not_bodies() -> None:
@@ -665,5 +662,7 @@ def test_drill_refuses_an_item_the_installed_canon_lacks(repo: Path, capsys: pyt
     assert capsys.readouterr().err == (
         "mlcanon drill: #43 generative/vae has no reference in this version of the canon yet (generative/vae), so "
         "there is no stub or test to drill against; `mlcanon hint generative/vae` still works\n")
-    assert hints.hint(catalog.get(43), 3) == hints.SKELETONS[43]  # the written skeleton stands in
+    with pytest.raises(LookupError):  # no reference, no skeleton; levels 1 and 2 still work
+        hints.hint(catalog.get(43), 3)
+    assert hints.hint(catalog.get(43), 1)
     assert not (repo / "practice").exists()

@@ -71,7 +71,7 @@ def generate_anchors(
         ValueError: ``feature_size`` not two non-negative ints, ``stride <= 0``, empty or non-positive
         ``sizes``/``aspect_ratios``.
 
-    Source: Ren et al., "Faster R-CNN" (2015), Sec. 3.1.1; centre convention of canon-spec #20.
+    Source: Ren et al., "Faster R-CNN" (2015), Sec. 3.1.1; centre convention of docs/contract.md #20.
     """
     _check_grid(feature_size, stride)
     size_list = _positive_floats(sizes, "sizes")

@@ -97,7 +97,7 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
 
 
 def _check_inputs(boxes: Tensor, scores: Tensor, iou_threshold: float) -> None:
-    """Validate the arguments shared by ``nms`` and ``batched_nms`` (canon-spec #19 errors)."""
+    """Validate the arguments shared by ``nms`` and ``batched_nms`` (docs/contract.md #19 errors)."""
     if not isinstance(boxes, Tensor) or boxes.ndim != 2 or boxes.shape[1] != 4:
         shape = tuple(boxes.shape) if isinstance(boxes, Tensor) else type(boxes).__name__
         raise ValueError(f"boxes must be a tensor of shape (N, 4), got {shape}")

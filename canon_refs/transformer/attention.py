@@ -8,7 +8,7 @@ with every region dropped) softmaxes an all-``-inf`` row into ``0 / 0 = NaN``, a
 the gradients of q, k and v for the whole batch. This module fills disallowed scores with
 ``torch.finfo(dtype).min``, which keeps every row finite, and then zeroes the weights where the bool
 mask is False, so a masked weight is exactly 0 and a query with no permitted key returns exact zeros
-rather than the uniform average of keys it may not see (canon-spec C9, C10).
+rather than the uniform average of keys it may not see (docs/contract.md C9, C10).
 
 Shape letters: ``...`` leading dims (batch, heads; broadcast between q, k, v), ``T_q`` queries,
 ``T_k`` keys, ``d_k`` query/key width, ``d_v`` value width.
@@ -37,7 +37,7 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """float32 for float16/bfloat16 (the upcast of canon-spec C5), the dtype itself otherwise."""
+    """float32 for float16/bfloat16 (the upcast of docs/contract.md C5), the dtype itself otherwise."""
     return torch.float32 if dtype in _LOW_PRECISION else dtype
 
 
@@ -80,7 +80,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     Raises ValueError for rank < 2, non-float or mixed dtypes, ``d_k`` or ``T_k`` mismatch, leading dims
     that do not broadcast, a mask that does not broadcast to ``(..., T_q, T_k)`` (or is neither bool nor
     float), ``dropout_p`` outside [0, 1) and ``scale <= 0``.
-    Source: Vaswani et al. 2017, eq. 1; mask convention canon-spec C10.
+    Source: Vaswani et al. 2017, eq. 1; mask convention docs/contract.md C10.
     """
     _check_inputs(q, k, v, mask, dropout_p, scale)
     compute = _compute_dtype(q.dtype)

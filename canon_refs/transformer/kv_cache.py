@@ -43,7 +43,7 @@ class KVCache:
 
     Attributes: ``k``, ``v`` the buffers; ``length`` the number of positions written so far.
     A cache is for inference: ``update`` writes in place, so use it under ``torch.no_grad()``.
-    Raises ValueError for non-positive sizes. Source: canon-spec #33; the layout is HF's
+    Raises ValueError for non-positive sizes. Source: docs/contract.md #33; the layout is HF's
     ``StaticCache`` (batch, heads, positions, head width).
     """
 

@@ -1,6 +1,6 @@
 """Canon #27: causal and padding masks, and the one place bool masks become additive biases.
 
-Convention (canon-spec C10): a bool mask is an *allow* mask, ``True`` = may attend / real token, the
+Convention (docs/contract.md C10): a bool mask is an *allow* mask, ``True`` = may attend / real token, the
 meaning of ``F.scaled_dot_product_attention``'s bool ``attn_mask`` and of HF's ``attention_mask``
 (and the opposite of ``nn.MultiheadAttention``'s bool masks). Masks are combined with logical AND
 and turned into a bias once, with ``torch.finfo(dtype).min``.
@@ -46,7 +46,7 @@ def causal_mask(T_q: int, T_k: int | None = None, *, device: torch.device | str 
 
     Query ``i`` sits at absolute position ``T_k - T_q + i`` and may see keys ``j`` up to that position,
     so ``causal_mask(T)`` is lower-triangular and ``causal_mask(1, T_k)`` is all True. ``T_k`` defaults
-    to ``T_q``. Raises ValueError if ``T_q < 1`` or ``T_k < T_q``. Source: canon-spec #27; the
+    to ``T_q``. Raises ValueError if ``T_q < 1`` or ``T_k < T_q``. Source: docs/contract.md #27; the
     bottom-right alignment is the one a KV cache needs (FlashAttention 2 uses the same).
     """
     if T_k is None:

@@ -1,5 +1,8 @@
 """The catalog: the single source of truth for the sixty items of the canon.
 
+The items are data, ``data/items.toml`` beside this file (one ``[[item]]`` table each, named keys,
+described at the top of the file); :func:`all_items` reads it once into typed :class:`Item` records
+and rejects a malformed table with one line naming the file, the item and the key.
 Everything else (selection, collection, the redirect, the rubric, the CLI) reads items from here.
 An item is addressed by its slug (``posttrain/dpo``), its number (``55``), a glob over slugs
 (``transformer/*``), a block (``block:3``), or a comma list of any of these.
@@ -9,12 +12,16 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from functools import cache
+from pathlib import Path
+from typing import Any
 
-from pytest_mlcanon.catalog._table import AFTER, ROWS
+from pytest_mlcanon.datafiles import read_toml
 
-__all__ = ["Item", "UnknownItemError", "all_items", "builds_on", "get", "items_for_module", "items_for_test_file",
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+__all__ = ["CatalogDataError", "Item", "UnknownItemError", "all_items", "builds_on", "get", "items_for_module", "items_for_test_file",
            "module_mates", "select"]
 
 
@@ -26,7 +33,8 @@ class Item:
     file names under ``canon_tests/``; ``forbidden`` are dotted names (a module prefix such as
     ``sklearn`` or a callable such as ``torch.nn.functional.scaled_dot_product_attention``) that the
     learner's file may not use for this item. ``depends_on`` are the items whose modules the
-    reference imports; ``after`` the earlier items the seed's learning order puts first (``AFTER``).
+    reference imports; ``after`` the earlier items the seed's learning order puts first. ``names``
+    are, for an item sharing its module with another, the public names that are this item's own.
     """
 
     number: int
@@ -41,7 +49,8 @@ class Item:
     depends_on: tuple[int, ...]
     forbidden: tuple[str, ...]
     framework: str
-    after: tuple[int, ...] = ()
+    after: tuple[int, ...]
+    names: tuple[str, ...]
 
     @property
     def label(self) -> str:
@@ -53,20 +62,54 @@ class Item:
         """Relative file paths of the item's modules (``posttrain/dpo.py``)."""
         return tuple(f"{m}.py" for m in self.modules)
 
-    @property
-    def shares_test_file(self) -> bool:
-        """True when another item's tests live in one of this item's test files."""
-        return any(len(items_for_test_file(f)) > 1 for f in self.test_files)
-
 
 class UnknownItemError(ValueError):
     """A selector that names no item; the message suggests the closest slugs."""
 
 
+class CatalogDataError(ValueError):
+    """A data file of the catalog is malformed; the message names the file, the entry and the key."""
+
+
+_SCALARS: dict[str, type] = {"int": int, "str": str}
+
+
+def typed_entries(name: str, key: str, annotations: dict[str, str]) -> list[dict[str, Any]]:
+    """The ``[[key]]`` tables of ``data/<name>.toml``, each holding exactly the keys of ``annotations``
+    with values of the annotated types (``int``, ``str``, or ``tuple[int, ...]`` / ``tuple[str, ...]``
+    for an array, converted to a tuple). Raises CatalogDataError naming the entry and the key."""
+    where = f"{DATA_DIR / name}.toml"
+    entries = read_toml(DATA_DIR / f"{name}.toml", CatalogDataError).get(key)
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise CatalogDataError(f"{where}: [[{key}]] is not an array of tables")
+    for index, entry in enumerate(entries, 1):
+        label = f"{where}: [[{key}]] #{index}"
+        if set(entry) != set(annotations):
+            missing, unknown = sorted(set(annotations) - set(entry)), sorted(set(entry) - set(annotations))
+            raise CatalogDataError(f"{label}: missing keys {missing}, unknown keys {unknown}")
+        for field, annotation in annotations.items():
+            array = annotation.startswith("tuple[")
+            kind = _SCALARS[annotation.removeprefix("tuple[").split(",")[0].rstrip("]")]
+            values = entry[field] if array and isinstance(entry[field], list) else [entry[field]]
+            if (array and not isinstance(entry[field], list)) or not all(
+                    isinstance(v, kind) and not isinstance(v, bool) for v in values):
+                raise CatalogDataError(f"{label}: {field} must be {annotation}, got {entry[field]!r}")
+            if array:
+                entry[field] = tuple(values)
+    return entries
+
+
 @cache
 def all_items() -> tuple[Item, ...]:
-    """All sixty items in canon order."""
-    return tuple(replace(Item(*row), after=AFTER.get(row[0], ())) for row in ROWS)
+    """All sixty items in canon order, from ``data/items.toml``."""
+    items = tuple(Item(**entry) for entry in typed_entries("items", "item", _annotations(Item)))
+    if [item.number for item in items] != list(range(1, len(items) + 1)):
+        raise CatalogDataError(f"{DATA_DIR / 'items.toml'}: items must be numbered 1, 2, ... in order")
+    return items
+
+
+def _annotations(record: type) -> dict[str, str]:
+    return {f.name: str(f.type) for f in fields(record)}
 
 
 @cache

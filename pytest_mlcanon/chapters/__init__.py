@@ -12,16 +12,12 @@ and check it. :func:`load` is the one reader.
 from __future__ import annotations
 
 import difflib
-import sys
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from pytest_mlcanon.datafiles import read_toml
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -33,12 +29,7 @@ class DataError(ValueError):
 @cache
 def load(name: str) -> dict[str, Any]:
     """The parsed ``data/<name>.toml``."""
-    path = DATA_DIR / f"{name}.toml"
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise DataError(f"{path}: {exc}") from None
+    return read_toml(DATA_DIR / f"{name}.toml", DataError)
 
 
 def table(name: str, key: str) -> list[dict[str, Any]]:

@@ -135,10 +135,6 @@ def _element_loop(node: ast.AST, sizes: set[str] = frozenset(),  # type: ignore[
                for arg in loop.args)
 
 
-def _loop_names(loop: ast.For) -> set[str]:
-    return {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
-
-
 def static_findings(source: Source, item: Item | None) -> list[Finding]:
     """Every static API finding in one file (forbidden shortcuts need the item)."""
     out: list[Finding] = []

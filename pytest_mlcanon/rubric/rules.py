@@ -105,7 +105,7 @@ RULES: tuple[Rule, ...] = (
          message="wrong shape comment: {detail}",
          hint="correct the comment (or the code): the comment must state the value's real shape",
          miss="wrong shape comment"),
-    Rule("SHP003", "shapes", "a shape comment does not follow the grammar (canon-spec C4)",
+    Rule("SHP003", "shapes", "a shape comment does not follow the grammar (docs/contract.md C4)",
          "a comment the checker cannot read cannot be verified", "x = y.sum(-1)  # (N)", "x = y.sum(-1)  # (N,)",
          message="malformed shape comment: {error}",
          hint="follow the C4 grammar: `# (B, T, d)`, `# ()`, `# (N,)`, `# list[N]`",

@@ -1,18 +1,23 @@
-"""The shape-comment grammar of canon-spec C4, parsed into a small model.
+"""The shape-comment grammar of docs/contract.md C4, parsed into a small model (the grammar below is
+the one C4 prints; ``tests/test_contract.py`` keeps the two the same).
 
 ::
 
-    comment := "#" SP shapes [each] [note]
+    comment := "#" SP shapes [SP "each"] [note]
     shapes  := alts ("," SP? alts)*
-    alts    := shape ((SP? "|" SP? | SP "or" SP) shape)*
-    shape   := "()" | "(" item ",)" | "(" item ("," SP? item)+ ")" | "list[" dim "]" | "scalar" | "None"
-             | "(" NAME SP alts ("," SP NAME SP alts)* ")"          # a labelled tuple: (logits (B, T, V), loss ())
-    item    := dim | "..." | "*" NAME         # "...", "*rest": any number of dims
-    dim     := term (SP? op SP? term)*     op := "+" | "-" | "*" | "/" | "//" | "^" | "**" | "|"
-    term    := NAME | INT | INT NAME | "(" dim ")"
-    NAME    := letter (letter | digit | "_" | "_{" text "}")* "'"*  [ "(" text ")" ]
-    each    := SP "each"                   # one shape for every value bound on the line
-    note    := any text after the shapes, set off by a space or punctuation: `# (K, d); centroids`
+    alts    := shape ((SP? "|" SP? | SP "or" SP) shape)*          # "(N, T) | (N,)", "(T, d) or (B, T, d)"
+    shape   := "()" | "(" item ",)" | "(" item ("," SP? item)+ [","] ")" | "list[" dim "]" | "scalar" | "None"
+             | "(" member ("," SP? member)* ")"                   # a labelled tuple: "(logits (B, T, V), loss ())"
+             | "same" [SP "shape"] SP "as" SP NAME               # "same shape as z": read, not checked at run time
+    member  := LABEL SP alts [SP words] | LABEL                  # a bare label: a value whose shape is not stated
+    item    := dim | "..." | "*" NAME                            # "..." or "*rest": any number (0 or more) of dims
+    dim     := term (SP? op SP? term)* | INT SP NAME | NAME SP INT    # "16 patches", "d_v 32": a labelled size
+    op      := "+" | "-" | "*" | "/" | "//" | "^" | "**" | "|" | "or" | "−" | "×" | "·"
+    term    := NAME | INT | INT NAME | INT "(" dim ")" | "(" dim ")" | "{" dim "}" | term ("²" | "³")
+             | NAME "(" text ")" | ("sum" | "Σ") SP NAME   # 2w = 2*w; 1|H = 1 or H; len(ids) and sum M are names
+    NAME    := letter (letter | digit | "_" | "_{" text "}")* "'"*   (B, T, d_h, N_q, d_{l+1}, P', ...)
+    LABEL   := letter (letter | digit | "_" | "/" | "'")*             (logits, loss, dL/dw, ...)
+    note    := any text after the shapes, set off by a space or punctuation: "# (K, d); centroids"
 
 So the notation of the stubs and the docs is a shape: subscripts and superscripts (``d_{l+1}``,
 ``x^2``), arithmetic (``d_h/2``, ``B*T``, ``n/world``, ``L+1``, ``2w`` for ``2*w``), primes
@@ -433,15 +438,3 @@ def shapes_of(comment: ShapeComment) -> list[Shape]:
         found.append(shape)
         stack.extend(s for alts in shape.members for s in alts)
     return found
-
-
-def dim_names(comment: ShapeComment) -> set[str]:
-    """Every symbolic name used in the comment."""
-    return {
-        node.id
-        for shape in shapes_of(comment)
-        for dim in shape.dims
-        if dim.expr is not None
-        for node in ast.walk(dim.expr)
-        if isinstance(node, ast.Name)
-    }

@@ -163,7 +163,7 @@ def _has_nonfinite(value: Any) -> bool:
 
 @dataclass
 class Scope:
-    """Dim bindings of one call, with the loop rule of canon-spec C4."""
+    """Dim bindings of one call, with the loop rule of docs/contract.md C4."""
 
     path: str
     table: dict[int, Annotated]

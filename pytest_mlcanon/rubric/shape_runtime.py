@@ -26,7 +26,6 @@ class Annotated:
     """A statement with a shape comment: what it binds and what the comment says."""
 
     line: int
-    end_line: int
     targets: tuple[str | None, ...]  # expressions to read after the statement; None = the returned value
     comment: ShapeComment
     text: str
@@ -53,7 +52,7 @@ def annotated_statements(source: Source) -> dict[int, Annotated]:
         else:
             raw = node.targets if isinstance(node, ast.Assign) else [node.target]
             targets = tuple(_target_exprs(raw[-1]))
-        found[node.lineno] = Annotated(node.lineno, node.end_lineno or node.lineno, targets, parsed, comment)
+        found[node.lineno] = Annotated(node.lineno, targets, parsed, comment)
     return found
 
 

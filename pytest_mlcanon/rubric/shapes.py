@@ -1,4 +1,4 @@
-"""Shapes axis: which lines must carry a shape comment (canon-spec C4, rules R1-R4), whether they do,
+"""Shapes axis: which lines must carry a shape comment (docs/contract.md C4, rules R1-R4), whether they do,
 and whether the comment follows the grammar.
 
 Codes: ``SHP001`` missing shape comment, ``SHP002`` wrong shape (a comment contradicted at run time),
@@ -41,7 +41,7 @@ CONVERSIONS = frozenset({"asarray", "as_tensor", "asanyarray", "ascontiguousarra
 #: Sized creators whose size arguments may hold a literal 0: the empty result of a degenerate case.
 SIZED_CREATORS = frozenset({"zeros", "ones", "empty", "full", "new_zeros", "new_ones", "new_empty", "new_full"})
 #: torch.nn modules that keep their input's shape (element-wise or normalising): calling one
-#: is a shape-preserving line, which needs no comment (canon-spec C4).
+#: is a shape-preserving line, which needs no comment (docs/contract.md C4).
 SHAPE_PRESERVING_MODULES = frozenset({
     "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity", "ReLU", "ReLU6", "GELU", "SiLU",
     "Mish", "Tanh", "Sigmoid", "LeakyReLU", "ELU", "SELU", "CELU", "Softplus", "Softsign", "Hardtanh",

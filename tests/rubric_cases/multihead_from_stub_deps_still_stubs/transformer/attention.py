@@ -51,6 +51,6 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     Raises ValueError for rank < 2, non-float or mixed dtypes, ``d_k`` or ``T_k`` mismatch, leading dims
     that do not broadcast, a mask that does not broadcast to ``(..., T_q, T_k)`` (or is neither bool nor
     float), ``dropout_p`` outside [0, 1) and ``scale <= 0``.
-    Source: Vaswani et al. 2017, eq. 1; mask convention canon-spec C10.
+    Source: Vaswani et al. 2017, eq. 1; mask convention docs/contract.md C10.
     """
     raise NotImplementedError("scaled_dot_product_attention: not implemented yet")

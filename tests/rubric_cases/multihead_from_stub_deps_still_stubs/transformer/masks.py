@@ -30,7 +30,7 @@ def causal_mask(T_q: int, T_k: int | None = None, *, device: torch.device | str 
 
     Query ``i`` sits at absolute position ``T_k - T_q + i`` and may see keys ``j`` up to that position,
     so ``causal_mask(T)`` is lower-triangular and ``causal_mask(1, T_k)`` is all True. ``T_k`` defaults
-    to ``T_q``. Raises ValueError if ``T_q < 1`` or ``T_k < T_q``. Source: canon-spec #27; the
+    to ``T_q``. Raises ValueError if ``T_q < 1`` or ``T_k < T_q``. Source: docs/contract.md #27; the
     bottom-right alignment is the one a KV cache needs (FlashAttention 2 uses the same).
     """
     raise NotImplementedError("causal_mask: not implemented yet")

@@ -45,7 +45,7 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
 
     Returns:
         ``(..., d)`` tensor in ``x.dtype``. float16/bfloat16 inputs are computed in float32 and cast
-        back (canon-spec C5 "upcast"); float32 and float64 are computed in their own dtype.
+        back (docs/contract.md C5 "upcast"); float32 and float64 are computed in their own dtype.
 
     Raises:
         ValueError: ``x`` is 0-D, ``weight.numel()`` differs from the last dim of ``x``, or
