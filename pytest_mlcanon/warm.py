@@ -93,22 +93,22 @@ class CheckRun:
     def passed(self) -> bool:
         return self.ending.whole and self.code == 0
 
-    def describe(self) -> str:
-        """One line for the learner: the verdicts of a whole check, else what ended it (nothing recorded)."""
+    def describe(self, labels: str) -> str:
+        """One line for the learner: each item's verdict after a whole check, else ``labels``, what
+        ended the check, and that nothing was recorded."""
         if self.ending.whole:
             if not self.verdicts:
-                return f"pytest stopped before the rubric (exit status {self.code}): see the output above"
+                return f"{labels}: pytest stopped before the rubric (exit status {self.code}); see its output"
             return "; ".join(f"#{v.number} {v.slug}: {v.text}" for v in self.verdicts)
         if self.ending is Ending.EXITED:
-            why = f"the process exited with status {self.code} before the check finished (os._exit or a killed " \
-                  "interpreter in your code?)"
+            why = f"the process exited (status {self.code}) before the check finished: os._exit or exit in your code?"
         elif self.ending is Ending.CRASHED:
-            why = f"the process was killed by {_signal_name(self.code)} (a crash in your code or in native code)"
+            why = f"the process was killed by {_signal_name(self.code)}: a crash in your code or in native code?"
         elif self.ending is Ending.TIMED_OUT:
-            why = f"still running after {self.timeout_s:.0f} s, so it was stopped (an endless loop or a hang?)"
+            why = f"still running after {self.timeout_s:g} s, so it was stopped: an endless loop or a wait?"
         else:
             why = "stopped before it finished"
-        return f"{why}; a partial run is not an attempt: nothing recorded"
+        return f"{labels}: {self.ending.value}: {why} Nothing recorded (a partial run is not an attempt)"
 
 
 def _signal_name(number: int | None) -> str:
@@ -277,6 +277,9 @@ def _child(argv: list[str], root: Path, output: Path | None) -> None:
             os.dup2(fd, 1)
             os.dup2(fd, 2)
         os.chdir(root)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a crash keeps what was said
         import pytest
 
         code = int(pytest.main(argv))

@@ -139,7 +139,8 @@ def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace) ->
             print("── saved again: this check is stopped (nothing recorded) and a new one starts ──", flush=True)
             continue
         latency = time.time() - saved_at
-        print(f"── {result.describe()} · {latency:.2f} s after the save ──", flush=True)
+        cut = "" if result.ending.whole else "\n"  # a check cut short may have stopped mid-line
+        print(f"{cut}── {result.describe(labels)} · {latency:.2f} s after the save ──", flush=True)
 
 
 def _mtime(path: Path) -> float:
