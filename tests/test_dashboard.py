@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mlcanon import catalog, cli, misslog, progress
+from pytest_mlcanon import catalog, cli, drill, misslog, plan, progress
 from pytest_mlcanon.dashboard import model, page
 
 DAY = progress.DAY_S
@@ -39,6 +39,8 @@ def _attempt(current: progress.Session, slug: str, days_ago: float, minutes: flo
         progress.stop_clock(entry)
 
 
+# The plan's due items for that history: a pass over time and a failure come back first, the due pass waits.
+PLANNED_DUE = [56, 11]
 KEEPDIMS = "forgot keepdims (reduced axis did not broadcast back)"
 # The state each item of the fixture history is in at NOW (the others are new).
 EXPECTED_STATES = {
@@ -79,7 +81,8 @@ def make_history(root: Path) -> None:
         _attempt(current, "posttrain/grpo", 2, 70.0, True, 4, checks=2, misses=("over time",))
         current.data["mocks"] = {"1": {"clock": None, "attempts": [
             {"attempt": 1, "start": progress.iso(NOW - 3 * DAY), "end": progress.iso(NOW - 3 * DAY + 3500),
-             "elapsed_min": 58.3, "passed": True, "score": 4}]}}
+             "elapsed_min": 58.3, "passed": False, "drills_passed": 1, "score": 8, "max_score": 10,
+             "verdict": "hire with reservations: correctness failed in drill 2"}]}}
 
 
 @pytest.fixture
@@ -118,15 +121,20 @@ def test_misses_are_ranked_across_items_and_attempts(history: Path) -> None:
 
 def test_the_plan_and_the_mock_sessions_come_from_the_same_state(history: Path) -> None:
     board = model.gather(history, NOW)
-    assert [p.item.number for p in board.week.picks][:2] == [5, 56]  # due now, soonest first
+    summaries = {view.item.number: view.summary for view in board.items}
+    assert board.week == plan.weekly(summaries, NOW, drill.drillable)  # what `mlcanon plan` proposes
+    assert [p.item.number for p in board.week.of_kind("retry", "review")] == PLANNED_DUE
     (mock,) = board.mocks
-    assert (mock.session, mock.attempt, mock.elapsed_min, mock.score, mock.passed) == ("1", 1, 58.3, "4/5", True)
+    assert (mock.session, mock.attempt, mock.elapsed_min, mock.score, mock.passed) == ("1", 1, 58.3, "8/10", False)
+    assert mock.verdict == "hire with reservations: correctness failed in drill 2"
 
 
 def test_mock_records_it_cannot_read_are_left_out() -> None:
     assert model.mock_runs(None) == () and model.mock_runs(["1"]) == ()
-    runs = model.mock_runs({"2": {"attempts": ["junk", {"attempt": 1, "score": "3 of 4 drills"}]}, "3": 7})
-    assert [(r.session, r.score, r.elapsed_min, r.passed) for r in runs] == [("2", "3 of 4 drills", None, None)]
+    runs = model.mock_runs({"2": {"attempts": ["junk", {"attempt": 1, "score": "3 of 4 drills"}, {"score": 4}]},
+                            "3": 7})
+    assert [(r.session, r.score, r.elapsed_min, r.passed) for r in runs] == [("2", "4/5", None, None),  # by run number
+                                                                               ("2", "3 of 4 drills", None, None)]
 
 
 def test_an_empty_repo_is_sixty_new_items(tmp_path: Path) -> None:
@@ -178,7 +186,8 @@ def check_page(html: str) -> None:
     assert len(dots) == 16
     assert Counter(d["data-outcome"] for d in dots) == {"passed": 11, "passed over time": 3, "failed": 2}
     assert [int(g["data-count"]) for g in found.having("g", class_="miss")] == [4, 2, 1, 1, 1, 1, 1]
-    assert [r["data-item"] for r in found.having("tr") if "data-item" in r] == ["5", "56", "11", "55", "25"]
+    planned = [r["data-item"] for r in found.having("tr") if "data-item" in r]
+    assert [int(n) for n in planned[:len(PLANNED_DUE)]] == PLANNED_DUE and len(planned) == 7
     assert [r["data-session"] for r in found.having("tr") if "data-session" in r] == ["1"]
 
 

@@ -78,6 +78,7 @@ class MockRun:
     elapsed_min: float | None
     score: str
     passed: bool | None
+    verdict: str = ""
 
 
 @dataclass(frozen=True)
@@ -174,19 +175,23 @@ def mock_runs(raw: Any) -> tuple[MockRun, ...]:
         for record in attempts if isinstance(attempts, list) else []:
             if not isinstance(record, dict):
                 continue
-            score = record.get("score")
             passed = record.get("passed")
+            verdict = record.get("verdict")
             runs.append(MockRun(str(session), _int(record.get("attempt")) or 0, progress.timestamp(record.get("start")),
                                 progress.timestamp(record.get("end")), _number(record.get("elapsed_min")),
-                                _score_text(score), passed if isinstance(passed, bool) else None))
+                                _score_text(record.get("score"), record.get("max_score")),
+                                passed if isinstance(passed, bool) else None,
+                                verdict if isinstance(verdict, str) else ""))
     return tuple(sorted(runs, key=lambda r: (r.end or r.start or 0.0, r.session, r.attempt)))
 
 
-def _score_text(score: Any) -> str:
+def _score_text(score: Any, most: Any) -> str:
+    """``points/max_score`` (``mlcanon mock`` records five points a drill), else what was recorded."""
     if isinstance(score, bool) or score is None:
         return ""
     if isinstance(score, int):
-        return f"{score}/5"
+        ceiling = _int(most)
+        return f"{score}/{ceiling if ceiling else 5}"
     return str(score)
 
 

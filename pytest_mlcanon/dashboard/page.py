@@ -156,8 +156,11 @@ def _plan(board: Dashboard) -> str:
     if not week.picks:
         parts.append("<p class='empty'>Nothing to propose.</p></section>")
         return "".join(parts)
-    parts.append(f"<p class='sub'>{len(week.picks)} items, {week.minutes} minutes of targets "
-                 "(a first attempt takes about twice its target): `mlcanon plan` prints the same.</p>")
+    due = len(week.of_kind("retry", "review"))
+    waiting = f"; {week.waiting} more due item(s) come back in the next weeks" if week.waiting else ""
+    parts.append(f"<p class='sub'>Pass {week.pass_number} through the canon: {len(week.picks)} items, {due} of them "
+                 f"due again{waiting}; {week.minutes} minutes of targets (a first attempt takes about twice its "
+                 "target). <code>mlcanon plan</code> prints the same.</p>")
     rows = [(p.item.number, p.item.slug, p.item.level, f"{p.item.minutes} min", p.reason) for p in week.picks]
     parts.append(_table(["#", "item", "level", "target", "why"], rows, "item",
                         [str(p.item.number) for p in week.picks]))
@@ -170,8 +173,9 @@ def _mocks(board: Dashboard) -> str:
         parts.append("<p class='empty'>No mock session recorded yet.</p></section>")
         return "".join(parts)
     rows = [(run.session, run.attempt, _when(run.end or run.start), progress.format_minutes(run.elapsed_min),
-             run.score or "-", {True: "passed", False: "not passed", None: "-"}[run.passed]) for run in board.mocks]
-    parts.append(_table(["session", "run", "when", "minutes", "score", "result"], rows, "session",
+             run.score or "-", {True: "passed", False: "not passed", None: "-"}[run.passed], run.verdict or "-")
+            for run in board.mocks]
+    parts.append(_table(["session", "run", "when", "minutes", "score", "result", "verdict"], rows, "session",
                         [run.session for run in board.mocks]))
     return "".join(parts) + "</section>"
 
