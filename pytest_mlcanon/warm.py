@@ -31,7 +31,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -377,3 +377,100 @@ def read_verdicts(report: Path) -> tuple[ItemVerdict, ...]:
                      for i in data["items"])
     except (OSError, ValueError, KeyError, TypeError):
         return ()
+
+
+# -- a warm server for a front end that must not run checks in its own process (``%%canon``) -----------------
+
+@dataclass(frozen=True)
+class Request:
+    """One check asked of :func:`serve`: the items (slugs), the learner repo, the practice directory."""
+
+    items: tuple[str, ...]
+    root: str
+    practice: str
+    timeout_s: float | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"items": list(self.items), "root": self.root, "practice": self.practice,
+                           "timeout_s": self.timeout_s})
+
+    @classmethod
+    def from_json(cls, text: str) -> Request:
+        data = json.loads(text)
+        timeout = data["timeout_s"]
+        if not (isinstance(data["items"], list) and isinstance(data["root"], str)
+                and isinstance(data["practice"], str) and (timeout is None or isinstance(timeout, (int, float)))):
+            raise ValueError(f"not a check request: {text[:200]!r}")
+        return cls(tuple(str(s) for s in data["items"]), data["root"], data["practice"],
+                   None if timeout is None else float(timeout))
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What :func:`serve` answers: the check's outcome, where its output and report are, and the warm-up's
+    reference run when this request paid for one (``warmed_s``)."""
+
+    run: CheckRun
+    output: str
+    report: str
+    warmed_s: float | None = None
+
+    def to_json(self) -> str:
+        run = self.run
+        return json.dumps({"ending": run.ending.value, "code": run.code, "seconds": run.seconds, "cpu_s": run.cpu_s,
+                           "timeout_s": run.timeout_s, "output": self.output, "report": self.report,
+                           "warmed_s": self.warmed_s})
+
+    @classmethod
+    def from_json(cls, text: str) -> Reply:
+        data = json.loads(text)
+        ending = Ending(data["ending"])
+        report = str(data["report"])
+        verdicts = read_verdicts(Path(report)) if ending.whole else ()
+        run = CheckRun(ending, data["code"], float(data["seconds"]), float(data["cpu_s"]), verdicts,
+                       float(data["timeout_s"]))
+        return cls(run, str(data["output"]), report, data["warmed_s"])
+
+
+def serve(requests: Iterable[str], reply: Callable[[str], None]) -> None:
+    """Answer each request line with a reply line: warm up for the request's items once (per set of
+    items), then fork the check. The checks' output goes to a file beside the report, never to this
+    process's streams, which carry the protocol."""
+    warmed: dict[tuple[str, ...], Warmed] = {}
+    for line in requests:
+        if not line.strip():
+            continue
+        request = Request.from_json(line)
+        items = [catalog.get(slug) for slug in request.items]
+        root = Path(request.root)
+        paid = None
+        if request.items not in warmed:
+            with contextlib.redirect_stdout(sys.stderr):
+                warmed[request.items] = warm_up(items, root)
+            paid = warmed[request.items].seconds
+        timeout = request.timeout_s or warmed[request.items].timeout_s
+        report = report_path(items)
+        output = (root / report).with_suffix(".txt")
+        output.parent.mkdir(parents=True, exist_ok=True)
+        run = check(check_args(items, Path(request.practice), strict=False), root, report, timeout, output=output,
+                    extra=("--color=no",))
+        reply(Reply(run, str(output), str(root / report), paid).to_json())
+
+
+def main() -> None:
+    """``python -m pytest_mlcanon.warm``: :func:`serve` over stdin and stdout, one JSON object a line."""
+    out = sys.stdout
+
+    def reply(text: str) -> None:
+        out.write(text + "\n")
+        out.flush()
+
+    sys.stdout = sys.stderr  # whatever else prints must not corrupt the protocol
+    try:
+        serve(sys.stdin, reply)
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -19,6 +19,7 @@ from pytest_mlcanon.commands.watch import Watched, watched_files
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD_BOXES = (REPO / "examples" / "learners" / "good" / "detection" / "boxes.py").read_text()
+pytestmark = pytest.mark.slow  # starts a warm watch process (CONTRIBUTING.md's fast lane leaves it out)
 VERDICT = "── #18 detection/boxes: "
 # The good learner's file with box_area broken in one way each (box_area runs in most of #18's tests).
 CRASHES = GOOD_BOXES + "\nimport os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"

@@ -5,7 +5,9 @@ practice directory), runs the check ``mlcanon check`` runs in a child forked fro
 the same record in .mlcanon/progress.json and .mlcanon/misslog.md, in a fraction of the time. A save
 while a check runs restarts it. A file that crashes, exits or hangs ends that check only (a hang is
 stopped after --timeout seconds, by default ten times the reference run and at least 10 s); such a
-check is partial and records nothing. Ctrl-C stops watching. The items must have been drilled."""
+check is partial and records nothing. Extra arguments go to pytest, as with ``mlcanon check``
+(``--tb=short``, ``-q``; a check narrowed by ``-k`` or stopped by ``-x`` is partial and records
+nothing). Ctrl-C stops watching. The items must have been drilled."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="stop a check still running after S seconds (default: 10 x the reference run, "
                         "at least 10 s)")
     parser.add_argument("--clear", action="store_true", help="clear the screen before each check")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, passthrough=True)
 
 
 class Watched:
@@ -101,13 +103,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
     try:
-        return _watch(items, sandbox, args)
+        return _watch(items, sandbox, args, extra)
     except KeyboardInterrupt:
         print("\nmlcanon watch: stopped", flush=True)
         return 0
 
 
-def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace) -> int:
+def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace, extra: Sequence[str]) -> int:
     from pytest_mlcanon import warm
 
     labels = ", ".join(item.label for item in items)
@@ -119,8 +121,9 @@ def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace) ->
               + warmed.log[-2000:], file=sys.stderr, flush=True)
     timeout = args.timeout if args.timeout is not None else warmed.timeout_s
     own = [sandbox.show(sandbox.file(m)) for item in items for m in item.modules]
-    print(f"ready ({warmed.seconds:.1f} s reference run). Save {', '.join(own)} to check "
-          f"(also watching {len(watched.files) - len(own)} file(s) of the items it builds on); Ctrl-C stops.",
+    others = len(watched.files) - len(own)
+    also = f" (or one of the {others} file(s) of the items it builds on)" if others else ""
+    print(f"ready ({warmed.seconds:.1f} s reference run). Save {', '.join(own)}{also} to check; Ctrl-C stops.",
           flush=True)
     argv = warm.check_args(items, sandbox.practice, args.strict)
     report = warm.report_path(items)
@@ -134,7 +137,7 @@ def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace) ->
             print("\033[2J\033[H", end="")
         names = ", ".join(sandbox.show(path) for path in changed)
         print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: checking {labels} ──", flush=True)
-        result = warm.check(argv, sandbox.root, report, timeout, cancelled=watched.dirty)
+        result = warm.check(argv, sandbox.root, report, timeout, cancelled=watched.dirty, extra=extra)
         if result.ending is warm.Ending.CANCELLED:
             print("── saved again: this check is stopped (nothing recorded) and a new one starts ──", flush=True)
             continue
