@@ -31,7 +31,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,7 +172,8 @@ def warm_up(items: Sequence[catalog.Item], root: Path) -> Warmed:
     selector = ",".join(item.slug for item in items)
     sink = io.StringIO()
     start = time.perf_counter()
-    with _cwd(root), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+    os.chdir(root)  # a warm process works in its learner repo, as each check does
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         status = pytest.main([f"--canon-item={selector}", "--impl=canon_refs", "-q", "--color=no",
                               "-p", "no:cacheprovider"])
     seconds = time.perf_counter() - start
@@ -207,16 +208,6 @@ def forget_tests() -> None:
     redirect already forgets the canon modules when a run ends)."""
     for name in [n for n in sys.modules if n.startswith(TEST_PACKAGE + ".")]:
         del sys.modules[name]
-
-
-@contextlib.contextmanager
-def _cwd(path: Path) -> Iterator[None]:
-    before = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
 
 
 # -- one forked check -------------------------------------------------------------------------------------
