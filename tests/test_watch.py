@@ -90,6 +90,8 @@ def test_every_save_is_checked_and_a_broken_file_ends_only_its_check(drilled: Pa
         save(drilled, GOOD_BOXES)
         watch.until("── saved again")
         assert watch.until(VERDICT).startswith(f"{VERDICT}strong 5/5 · ")
+        assert cli.main(["reset", "detection/boxes"]) == 0  # in another terminal: the stub is back, no clock
+        assert "not checked: #18 detection/boxes was reset since its last attempt" in watch.until("── ")
         watch.process.send_signal(signal.SIGINT)
         assert watch.process.wait(timeout=60) == 0
     finally:

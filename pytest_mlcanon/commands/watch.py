@@ -110,9 +110,11 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace, extra: Sequence[str]) -> int:
-    from pytest_mlcanon import warm
+    from pytest_mlcanon import drill, warm
+    from pytest_mlcanon.state import StateError
 
     labels = ", ".join(item.label for item in items)
+    selector = ",".join(item.slug for item in items)
     watched = Watched(watched_files(items, sandbox.practice))
     print(f"mlcanon watch {labels}: warming up (torch, pytest, the reference tests) ...", flush=True)
     warmed = warm.warm_up(items, sandbox.root)
@@ -136,6 +138,11 @@ def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace, ex
         if args.clear:
             print("\033[2J\033[H", end="")
         names = ", ".join(sandbox.show(path) for path in changed)
+        try:  # as `mlcanon check` would: the items may have been reset since (in another terminal)
+            drill.checkable(sandbox.root, selector, str(sandbox.practice))
+        except (drill.DrillError, StateError) as exc:
+            print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: not checked: {exc} ──", flush=True)
+            continue
         print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: checking {labels} ──", flush=True)
         result = warm.check(argv, sandbox.root, report, timeout, cancelled=watched.dirty, extra=extra)
         if result.ending is warm.Ending.CANCELLED:
