@@ -92,6 +92,8 @@ def test_every_save_is_checked_and_a_broken_file_ends_only_its_check(drilled: Pa
         assert watch.until(VERDICT).startswith(f"{VERDICT}strong 5/5 · ")
         assert cli.main(["reset", "detection/boxes"]) == 0  # in another terminal: the stub is back, no clock
         assert "not checked: #18 detection/boxes was reset since its last attempt" in watch.until("── ")
+        assert cli.main(["drill", "detection/boxes"]) == 0  # attempt 2: a fresh stub is not worth a check
+        assert watch.until("── ").endswith("a fresh stub, not checked ──")
         watch.process.send_signal(signal.SIGINT)
         assert watch.process.wait(timeout=60) == 0
     finally:
@@ -100,6 +102,7 @@ def test_every_save_is_checked_and_a_broken_file_ends_only_its_check(drilled: Pa
     assert list(watch.lines.queue)[-1] == "mlcanon watch: stopped"  # Ctrl-C: one line, no traceback
     (attempt,) = json.loads((root / ".mlcanon" / "progress.json").read_text())["items"]["detection/boxes"]["attempts"]
     assert attempt["checks"] == 2 and attempt["passed"] is True  # only the two whole checks were recorded
+    assert not (root / ".mlcanon" / "misslog.md").exists()  # no whole check failed; the fresh stub was not checked
     report = json.loads((root / warm.report_path([catalog.get("detection/boxes")])).read_text())
     assert report["items"][0]["verdict"] == "strong"  # the last check's report, for an editor to read
 

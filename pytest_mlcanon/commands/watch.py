@@ -111,6 +111,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace, extra: Sequence[str]) -> int:
     from pytest_mlcanon import drill, warm
+    from pytest_mlcanon.redirect import untouched_stub
     from pytest_mlcanon.state import StateError
 
     labels = ", ".join(item.label for item in items)
@@ -142,6 +143,10 @@ def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace, ex
             drill.checkable(sandbox.root, selector, str(sandbox.practice))
         except (drill.DrillError, StateError) as exc:
             print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: not checked: {exc} ──", flush=True)
+            continue
+        if all(untouched_stub(sandbox.file(m)) for item in items for m in item.modules):
+            # a fresh stub (`mlcanon drill` again): a check would only log "unimplemented" as a miss
+            print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: a fresh stub, not checked ──", flush=True)
             continue
         print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: checking {labels} ──", flush=True)
         result = warm.check(argv, sandbox.root, report, timeout, cancelled=watched.dirty, extra=extra)
