@@ -36,7 +36,11 @@ MAGIC = "canon"
 
 
 class CanonError(Exception):
-    """Bad input to ``%%canon``: shown as one line, the kernel untouched."""
+    """Bad input to ``%%canon``, or a check that could not run: shown as one line, the kernel untouched."""
+
+
+class Interrupted(CanonError):
+    """The kernel was interrupted during a check: the check and its server were stopped."""
 
 
 class Server:
@@ -54,21 +58,34 @@ class Server:
 
     def ask(self, request: warm.Request) -> warm.Reply:
         assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(request.to_json() + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
+        try:
+            self.process.stdin.write(request.to_json() + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        except KeyboardInterrupt:  # the kernel's interrupt: the check stops with this server, a reply never comes
+            self.close()
+            raise Interrupted("interrupted: the check was stopped and recorded nothing; the next cell starts a new "
+                             "warm server") from None
+        except OSError as exc:
+            self.close()
+            raise CanonError(f"the warm check server is gone ({exc}); the next cell starts a new one") from None
         if not line:
             raise CanonError(f"the warm check server ended (status {self.process.wait()}); the next cell starts "
                              "a new one")
         return warm.Reply.from_json(line)
 
     def close(self) -> None:
+        """Stop the server: SIGTERM stops a running check with it (its process group); SIGKILL if it lingers."""
+        if self.alive:
+            self.process.terminate()
         with contextlib.suppress(Exception):
             if self.process.stdin is not None:
                 self.process.stdin.close()
+        try:
             self.process.wait(timeout=5)
-        if self.alive:
+        except subprocess.TimeoutExpired:
             self.process.kill()
+            self.process.wait()
 
 
 _servers: dict[Path, Server] = {}

@@ -456,6 +456,10 @@ def main() -> None:
         out.write(text + "\n")
         out.flush()
 
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # a running check is stopped, its process group with it (see check)
+
+    signal.signal(signal.SIGTERM, stop)
     sys.stdout = sys.stderr  # whatever else prints must not corrupt the protocol
     try:
         serve(sys.stdin, reply)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,40 @@ def test_no_server_is_left_behind(tmp_path: Path) -> None:
     assert not server.alive
     with pytest.raises(ProcessLookupError):
         os.kill(server.process.pid, 0)
+
+
+def test_an_interrupted_cell_stops_its_check_and_the_next_cell_gets_a_new_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "hanging-check.pid"
+    hangs = GOOD_BOXES + (f"\n\ndef box_area(boxes):\n    import os\n    open({str(marker)!r}, 'w').write(str(os.getpid()))"
+                          "\n    while True:\n        pass\n")
+    threading.Thread(target=lambda: (_wait_for(marker), os.kill(os.getpid(), signal.SIGINT)), daemon=True).start()
+    with pytest.raises(notebook.Interrupted):
+        notebook.run_cell("detection/boxes --timeout 120", hangs, tmp_path)
+    pid = int(marker.read_text())
+    deadline = time.monotonic() + 10
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid)  # the hanging check ended with the server, not at its 120 s timeout
+    assert notebook.run_cell("detection/boxes", GOOD_BOXES, tmp_path).reply.run.passed
+    notebook._close_all()
+
+
+def _wait_for(path: Path) -> None:
+    import time
+
+    while not path.exists():
+        time.sleep(0.05)
+    time.sleep(0.2)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
