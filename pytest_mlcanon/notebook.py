@@ -222,7 +222,9 @@ def run_cell(line: str, cell_code: str, cwd: Path) -> Checked:
     """Write the cell as the learner's module (drilling the item first when its clock is not running)
     and check it in the repo's warm server."""
     from pytest_mlcanon import drill, progress
+    from pytest_mlcanon.settings import SettingsError
     from pytest_mlcanon.state import StateError, find_root
+    from pytest_mlcanon.stubs import NoReferenceError
 
     cell = parse(line)
     root = find_root(cwd)
@@ -238,7 +240,7 @@ def run_cell(line: str, cell_code: str, cwd: Path) -> Checked:
         target = sandbox.file(cell.module)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(cell_code, encoding="utf-8")
-    except (drill.DrillError, StateError, OSError) as exc:
+    except (drill.DrillError, StateError, SettingsError, NoReferenceError, OSError) as exc:
         raise CanonError(str(exc)) from None
     request = warm.Request((cell.item.slug,), str(root), str(sandbox.practice), cell.timeout_s)
     return Checked(cell, sandbox.show(target), started, server(root).ask(request))
