@@ -86,11 +86,11 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     import signal
 
     from pytest_mlcanon import drill
-    from pytest_mlcanon.state import StateError
+    from pytest_mlcanon.state import StateError, find_root
 
     if args.timeout is not None and args.timeout <= 0:
         return drill.fail("watch", f"--timeout must be a positive number of seconds, got {args.timeout:g}")
-    root = Path.cwd()
+    root = find_root(Path.cwd())
     try:
         items, sandbox, warnings = drill.checkable(root, ",".join(args.items), args.practice)
     except (drill.DrillError, StateError) as exc:
