@@ -8,3 +8,10 @@ for pytest to explain, so this package opts out, as pytest documents for plugins
 """
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext pytest_mlcanon``: the ``%%canon ITEM`` cell magic (see :mod:`pytest_mlcanon.notebook`)."""
+    from pytest_mlcanon.notebook import load
+
+    load(ipython)

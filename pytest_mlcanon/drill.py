@@ -210,6 +210,19 @@ def start(root: Path, item: catalog.Item, practice: str | None) -> Started:
     return Started(sandbox, written, clock, passes, allowed, warnings)
 
 
+def checkable(root: Path, selector: str, practice: str | None) -> tuple[list[catalog.Item], Sandbox, list[str]]:
+    """What ``mlcanon check`` and ``mlcanon watch`` check: the items, their sandbox (``--practice``, else
+    where they were drilled) and the state's warnings. DrillError (or StateError) unless every item was
+    drilled and its files exist."""
+    items = select(selector)
+    current = progress.snapshot(root)
+    sandbox = Sandbox.at(root, practice, must_exist=True,
+                         remembered=progress.remembered_practice(current, [i.slug for i in items]))
+    for item in items:
+        sandbox.require_checkable(item, current)
+    return items, sandbox, current.warnings
+
+
 def drillable(item: catalog.Item) -> bool:
     """True when the installed canon has the item's references and reference tests."""
     from pytest_mlcanon.layout import in_canon

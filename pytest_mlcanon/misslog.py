@@ -208,7 +208,7 @@ def parse(text: str) -> list[Entry]:
         if not line.startswith("- "):
             continue
         fields = [f.strip() for f in re.split(r"\s+·\s+", line[2:].strip())]
-        misses = tuple(m.strip() for m in fields[-1].split(";") if m.strip())
+        misses = tuple(m.strip() for m in _split_misses(fields[-1]) if m.strip())
         if not misses:
             continue
         head = fields[:-1]
@@ -219,6 +219,18 @@ def parse(text: str) -> list[Entry]:
         score = next((f for f in rest if re.fullmatch(r"\d/5|-", f)), "")
         entries.append(Entry(when, item, attempt, score, misses))
     return entries
+
+
+def _split_misses(text: str) -> list[str]:
+    """The misses of a line: split at each ``;`` outside parentheses (a miss's own hint may hold one:
+    "silent full transpose (.T on 3-D+; transpose(-2, -1) for K)")."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == ";" and depth <= 0:
+            parts.append(text[start:index])
+            start, depth = index + 1, 0
+    return [*parts, text[start:]]
 
 
 def path_of(root: Path) -> Path:

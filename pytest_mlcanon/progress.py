@@ -420,6 +420,11 @@ def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch).astimezone().isoformat(timespec="seconds")
 
 
+def timestamp(value: Any) -> float | None:
+    """Epoch seconds of a time as the state files store it (ISO-8601 or a number); None when it is not one."""
+    return _timestamp(value)
+
+
 def _timestamp(value: Any) -> float | None:
     """Epoch seconds from an ISO-8601 string or a number (hand edits may use either)."""
     if isinstance(value, bool):

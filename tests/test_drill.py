@@ -448,13 +448,19 @@ def test_one_line_per_item_per_attempt_and_hand_written_lines_count(tmp_path: Pa
     path = tmp_path / ".mlcanon" / "misslog.md"
     with path.open("a") as handle:
         handle.write("- 2024-01-02 · #15 nn/rmsnorm · eps outside sqrt (again); forgot keepdims\n")
+        handle.write("- 2024-01-03 · #25 transformer/attention · silent full transpose (.T on 3-D+; "
+                     "transpose(-2, -1) for K) (a.py:9); forgot keepdims\n")
     entries = misslog.parse(path.read_text())
     assert [(e.item, e.attempt, e.score) for e in entries] == [
-        ("#14 nn/layernorm", "attempt 1", "4/5"), ("#55 posttrain/dpo", "attempt 1", "-"), ("#15 nn/rmsnorm", "", "")]
+        ("#14 nn/layernorm", "attempt 1", "4/5"), ("#55 posttrain/dpo", "attempt 1", "-"), ("#15 nn/rmsnorm", "", ""),
+        ("#25 transformer/attention", "", "")]
+    assert entries[-1].misses == ("silent full transpose (.T on 3-D+; transpose(-2, -1) for K) (a.py:9)",
+                                  "forgot keepdims")  # a ';' inside a miss's own hint does not split it
     ranked = misslog.rank(entries)
-    assert [(r.miss, r.count) for r in ranked] == [("eps outside sqrt", 2), ("forgot keepdims", 2),
-                                                   ("label shift off by one", 1)]
-    assert ranked[0].items == ["#14 nn/layernorm", "#15 nn/rmsnorm"]
+    assert [(r.miss, r.count) for r in ranked] == [
+        ("forgot keepdims", 3), ("eps outside sqrt", 2),
+        ("silent full transpose (.T on 3-D+; transpose(-2, -1) for K)", 1), ("label shift off by one", 1)]
+    assert ranked[1].items == ["#14 nn/layernorm", "#15 nn/rmsnorm"]
     assert [r.miss for r in misslog.rank(entries, {"posttrain/dpo"})] == ["label shift off by one"]
 
 

@@ -25,22 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from pathlib import Path
 
-    from pytest_mlcanon import drill, progress
+    from pytest_mlcanon import drill, warm
     from pytest_mlcanon.state import StateError, find_root
 
-    root = find_root(Path.cwd())
     try:
-        items = drill.select(args.items)
-        current = progress.snapshot(root)
-        sandbox = drill.Sandbox.at(root, args.practice, must_exist=True,
-                                   remembered=progress.remembered_practice(current, [i.slug for i in items]))
-        for item in items:
-            sandbox.require_checkable(item, current)
+        items, sandbox, warnings = drill.checkable(find_root(Path.cwd()), args.items, args.practice)
     except (drill.DrillError, StateError) as exc:
         return drill.fail("check", exc)
-    drill.warn(current.warnings)
+    drill.warn(warnings)
     import pytest
 
-    selector = ",".join(item.slug for item in items)
-    timed = "--timed=strict" if args.strict else "--timed"
-    return int(pytest.main([f"--canon-item={selector}", f"--impl={sandbox.practice}", timed, *extra]))
+    return int(pytest.main([*warm.check_args(items, sandbox.practice, args.strict), *extra]))

@@ -1,0 +1,165 @@
+"""``mlcanon watch ITEM [ITEM...] [--practice PATH] [--strict] [--timeout S] [--clear]``: check on every
+save. Keeps one warm process (torch, pytest, the items' reference tests run once) and, each time you
+save one of your files for the items (the items' own modules and the ones they build on, in your
+practice directory), runs the check ``mlcanon check`` runs in a child forked from it: the same report,
+the same record in .mlcanon/progress.json and .mlcanon/misslog.md, in a fraction of the time. A save
+while a check runs restarts it. A file that crashes, exits or hangs ends that check only (a hang is
+stopped after --timeout seconds, by default ten times the reference run and at least 10 s); such a
+check is partial and records nothing. Extra arguments go to pytest, as with ``mlcanon check``
+(``--tb=short``, ``-q``; a check narrowed by ``-k`` or stopped by ``-x`` is partial and records
+nothing). Ctrl-C stops watching. The items must have been drilled."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_mlcanon.catalog import Item
+    from pytest_mlcanon.drill import Sandbox
+
+POLL_S = 0.025
+SETTLE_S = 0.01  # a save seen mid-write (truncated, then written) settles within this
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("watch", help="re-check items on every save, from a warm process", description=__doc__)
+    parser.add_argument("items", metavar="ITEM", nargs="+", help="a slug, a number, or a selector naming drilled items")
+    parser.add_argument("--practice", "--impl", dest="practice", default=None, metavar="PATH",
+                        help="practice directory (default: the one the items were drilled in)")
+    parser.add_argument("--strict", action="store_true", help="count running over time against API fluency")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S",
+                        help="stop a check still running after S seconds (default: 10 x the reference run, "
+                        "at least 10 s)")
+    parser.add_argument("--clear", action="store_true", help="clear the screen before each check")
+    parser.set_defaults(func=run, passthrough=True)
+
+
+class Watched:
+    """The learner's files a check of the items reads, and when each last changed."""
+
+    def __init__(self, files: Sequence[Path]) -> None:
+        self.files = tuple(dict.fromkeys(files))
+        self.seen = self.stamps()
+
+    def stamps(self) -> tuple[tuple[int, int] | None, ...]:
+        """(modification time, size) of each file; None for one that does not exist."""
+        out: list[tuple[int, int] | None] = []
+        for path in self.files:
+            try:
+                stat = path.stat()
+            except OSError:
+                out.append(None)
+                continue
+            out.append((stat.st_mtime_ns, stat.st_size))
+        return tuple(out)
+
+    def changed(self) -> list[Path]:
+        """The files saved (or created, or deleted) since the last call; they count as seen from now."""
+        now = self.stamps()
+        if now == self.seen:
+            return []
+        time.sleep(SETTLE_S)
+        now = self.stamps()
+        changed = [path for path, old, new in zip(self.files, self.seen, now) if old != new]
+        self.seen = now
+        return changed
+
+    def dirty(self) -> bool:
+        """Whether a file changed since the last :meth:`changed` (without marking it seen)."""
+        return self.stamps() != self.seen
+
+
+def watched_files(items: Sequence[Item], practice: Path) -> list[Path]:
+    """The practice files a check of ``items`` reads: theirs, and those of every item they build on."""
+    from pytest_mlcanon import catalog
+
+    modules = [m for item in items for other in (item, *catalog.builds_on(item)) for m in other.modules]
+    return [practice / f"{module}.py" for module in dict.fromkeys(modules)]
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    import signal
+
+    from pytest_mlcanon import drill
+    from pytest_mlcanon.state import StateError, find_root
+
+    if args.timeout is not None and args.timeout <= 0:
+        return drill.fail("watch", f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    root = find_root(Path.cwd())
+    try:
+        items, sandbox, warnings = drill.checkable(root, ",".join(args.items), args.practice)
+    except (drill.DrillError, StateError) as exc:
+        return drill.fail("watch", exc)
+    drill.warn(warnings)
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # a closed terminal or a kill ends the watch as Ctrl-C does
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    try:
+        return _watch(items, sandbox, args, extra)
+    except KeyboardInterrupt:
+        print("\nmlcanon watch: stopped", flush=True)
+        return 0
+
+
+def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace, extra: Sequence[str]) -> int:
+    from pytest_mlcanon import drill, warm
+    from pytest_mlcanon.redirect import untouched_stub
+    from pytest_mlcanon.state import StateError
+
+    labels = ", ".join(item.label for item in items)
+    selector = ",".join(item.slug for item in items)
+    watched = Watched(watched_files(items, sandbox.practice))
+    print(f"mlcanon watch {labels}: warming up (torch, pytest, the reference tests) ...", flush=True)
+    warmed = warm.warm_up(items, sandbox.root)
+    if warmed.status != 0:
+        print(f"mlcanon watch: warning: the reference run ended with status {warmed.status}; the checks still run:\n"
+              + warmed.log[-2000:], file=sys.stderr, flush=True)
+    timeout = args.timeout if args.timeout is not None else warmed.timeout_s
+    own = [sandbox.show(sandbox.file(m)) for item in items for m in item.modules]
+    others = len(watched.files) - len(own)
+    also = f" (or one of the {others} file(s) of the items it builds on)" if others else ""
+    print(f"ready ({warmed.seconds:.1f} s reference run). Save {', '.join(own)}{also} to check; Ctrl-C stops.",
+          flush=True)
+    argv = warm.check_args(items, sandbox.practice, args.strict)
+    report = warm.report_path(items)
+    while True:
+        changed = watched.changed()
+        if not changed:
+            time.sleep(POLL_S)
+            continue
+        saved_at = max((_mtime(path) for path in changed), default=time.time())
+        if args.clear:
+            print("\033[2J\033[H", end="")
+        names = ", ".join(sandbox.show(path) for path in changed)
+        try:  # as `mlcanon check` would: the items may have been reset since (in another terminal)
+            drill.checkable(sandbox.root, selector, str(sandbox.practice))
+        except (drill.DrillError, StateError) as exc:
+            print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: not checked: {exc} ──", flush=True)
+            continue
+        if all(untouched_stub(sandbox.file(m)) for item in items for m in item.modules):
+            # a fresh stub (`mlcanon drill` again): a check would only log "unimplemented" as a miss
+            print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: a fresh stub, not checked ──", flush=True)
+            continue
+        print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: checking {labels} ──", flush=True)
+        result = warm.check(argv, sandbox.root, report, timeout, cancelled=watched.dirty, extra=extra)
+        if result.ending is warm.Ending.CANCELLED:
+            print("── saved again: this check is stopped (nothing recorded) and a new one starts ──", flush=True)
+            continue
+        latency = time.time() - saved_at
+        cut = "" if result.ending.whole else "\n"  # a check cut short may have stopped mid-line
+        print(f"{cut}── {result.describe(labels)} · {latency:.2f} s after the save ──", flush=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return time.time()

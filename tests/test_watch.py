@@ -1,0 +1,137 @@
+"""``mlcanon watch``: a warm process that re-checks on every save, recording each whole check as ``mlcanon
+check`` does, and surviving a learner file that crashes, exits or hangs."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_mlcanon import catalog, cli, warm
+from pytest_mlcanon.commands.watch import Watched, watched_files
+
+REPO = Path(__file__).resolve().parents[1]
+GOOD_BOXES = (REPO / "examples" / "learners" / "good" / "detection" / "boxes.py").read_text()
+pytestmark = pytest.mark.slow  # starts a warm watch process (CONTRIBUTING.md's fast lane leaves it out)
+VERDICT = "── #18 detection/boxes: "
+# The good learner's file with box_area broken in one way each (box_area runs in most of #18's tests).
+CRASHES = GOOD_BOXES + "\nimport os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
+EXITS = GOOD_BOXES + "\n\ndef box_area(boxes):\n    import os\n    os._exit(0)\n"
+HANGS = GOOD_BOXES + "\n\ndef box_area(boxes):\n    while True:\n        pass\n"
+
+
+class Watch:
+    """``mlcanon watch`` in a child process, its output read line by line."""
+
+    def __init__(self, root: Path, *args: str) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "pytest_mlcanon.cli", "watch", *args], cwd=root,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout or ():
+            self.lines.put(line.rstrip("\n"))
+
+    def until(self, prefix: str, timeout: float = 120.0) -> str:
+        """The next line that starts with ``prefix`` (the lines before it are kept in ``seen``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.process.kill()
+                raise AssertionError(f"no line starting {prefix!r}; the output was:\n" + "\n".join(self.seen)) from None
+            self.seen.append(line)
+            if line.startswith(prefix):
+                return line
+
+
+def save(path: Path, text: str) -> None:
+    time.sleep(0.05)  # a new modification time even on a coarse clock
+    path.write_text(text)
+
+
+@pytest.fixture
+def drilled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A learner repo with #18 drilled: its stub in practice/detection/boxes.py and its clock running."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["drill", "detection/boxes"]) == 0
+    return tmp_path / "practice" / "detection" / "boxes.py"
+
+
+def test_every_save_is_checked_and_a_broken_file_ends_only_its_check(drilled: Path) -> None:
+    root = drilled.parents[2]
+    watch = Watch(root, "detection/boxes", "--timeout", "4")
+    try:
+        assert watch.until("ready").startswith("ready (")
+        save(drilled, GOOD_BOXES)
+        assert watch.until(VERDICT).startswith(f"{VERDICT}strong 5/5 · ")
+        save(drilled, CRASHES)
+        crashed = watch.until(VERDICT)
+        assert crashed.startswith(f"{VERDICT}crashed: ") and "SIGSEGV" in crashed and "Nothing recorded" in crashed
+        save(drilled, EXITS)
+        exited = watch.until(VERDICT)
+        assert exited.startswith(f"{VERDICT}exited: the process exited (status 0)") and "Nothing recorded" in exited
+        save(drilled, HANGS)
+        hung = watch.until(VERDICT, timeout=60)
+        assert hung.startswith(f"{VERDICT}timed out: still running after 4 s") and "Nothing recorded" in hung
+        save(drilled, HANGS + "\n")  # hangs again; saved once more while it runs: that check is dropped
+        watch.until("── ")
+        save(drilled, GOOD_BOXES)
+        watch.until("── saved again")
+        assert watch.until(VERDICT).startswith(f"{VERDICT}strong 5/5 · ")
+        assert cli.main(["reset", "detection/boxes"]) == 0  # in another terminal: the stub is back, no clock
+        assert "not checked: #18 detection/boxes was reset since its last attempt" in watch.until("── ")
+        assert cli.main(["drill", "detection/boxes"]) == 0  # attempt 2: a fresh stub is not worth a check
+        assert watch.until("── ").endswith("a fresh stub, not checked ──")
+        watch.process.send_signal(signal.SIGINT)
+        assert watch.process.wait(timeout=60) == 0
+    finally:
+        watch.process.kill()
+    watch.reader.join(timeout=30)
+    assert list(watch.lines.queue)[-1] == "mlcanon watch: stopped"  # Ctrl-C: one line, no traceback
+    (attempt,) = json.loads((root / ".mlcanon" / "progress.json").read_text())["items"]["detection/boxes"]["attempts"]
+    assert attempt["checks"] == 2 and attempt["passed"] is True  # only the two whole checks were recorded
+    assert not (root / ".mlcanon" / "misslog.md").exists()  # no whole check failed; the fresh stub was not checked
+    report = json.loads((root / warm.report_path([catalog.get("detection/boxes")])).read_text())
+    assert report["items"][0]["verdict"] == "strong"  # the last check's report, for an editor to read
+
+
+def test_watch_refuses_an_item_not_drilled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "practice").mkdir()
+    assert cli.main(["watch", "detection/boxes"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mlcanon watch: #18 detection/boxes has not been drilled yet") and err.count("\n") == 1
+    assert cli.main(["watch", "detection/boxes", "--timeout", "0"]) == 2
+
+
+def test_the_watched_files_are_the_items_and_what_they_build_on(tmp_path: Path) -> None:
+    files = watched_files([catalog.get("posttrain/dpo")], tmp_path)
+    assert files[0] == tmp_path / "posttrain" / "dpo.py"
+    assert tmp_path / "transformer" / "gpt.py" in files and tmp_path / "transformer" / "attention.py" in files
+    assert len(files) == len(set(files))
+
+
+def test_a_save_a_creation_and_a_deletion_each_count_once(tmp_path: Path) -> None:
+    kept, made = tmp_path / "a.py", tmp_path / "b.py"
+    kept.write_text("x = 1\n")
+    watched = Watched([kept, made, kept])
+    assert watched.files == (kept, made) and watched.changed() == [] and not watched.dirty()
+    save(kept, "x = 22\n")
+    assert watched.dirty() and watched.changed() == [kept] and watched.changed() == []
+    save(made, "y = 1\n")
+    assert watched.changed() == [made]
+    kept.unlink()
+    assert watched.changed() == [kept] and not watched.dirty()
