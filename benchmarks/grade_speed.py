@@ -4,7 +4,8 @@ It grades copies of the good learner's DPO (one small item) and prints:
 
 * the marginal cost of one submission: one worker grades N submissions in a row; the cost is the
   time between the first and the last job's completion divided by N - 1, so the batch's fixed
-  start-up (the zygote importing torch and the reference run) is not in it. Target: <= 0.5 s.
+  start-up (the zygote importing torch, the verifier's reference run) is not in it. Target: <= 0.5 s;
+* the verifier's cost: its one-off reference run and the re-check cases it builds (wall and CPU);
 * 40 submissions on 2 workers against the bound 1.2 x (40 x marginal / 2): the jobs phase (from
   the first job's start to the last grade recorded) is gated; the batch total is printed beside it as
   INFO, split into its one-off start-up and the jobs phase, because the bound has no start-up term.
@@ -67,13 +68,14 @@ def settings_for(item: str, workers: int) -> config.GradeConfig:
 @dataclass
 class Timing:
     """One batch: its wall time, each job's (start, end) in the parent's watch, each (recorded, cell),
-    and the parent's CPU seconds."""
+    the parent's CPU seconds, and the verifier's calibration (wall, CPU, cases of the item)."""
 
     total: float
     spans: list[tuple[float, float]]
     done: list[tuple[float, ItemResult]]
     parent_cpu: float
     workers_cpu: float  # the scoring workers' (the scan and the rubric, on the untrusted files)
+    verifier: tuple[float, float, int] = (0.0, 0.0, 0)
 
 
 def timed_batch(folder: Path, item: str, workers: int) -> tuple[Gradebook, Timing]:
@@ -88,6 +90,16 @@ def timed_batch(folder: Path, item: str, workers: int) -> tuple[Gradebook, Timin
         finally:
             spans.append((start, time.monotonic()))
 
+    calibrate = batch._calibrate  # noqa: SLF001
+    verifier: list[tuple[float, float, int]] = []
+
+    def timed_calibrate(*args: Any, **kwargs: Any) -> Any:
+        start = time.monotonic()
+        calibration = calibrate(*args, **kwargs)
+        verifier.append((time.monotonic() - start, calibration.cpu_s, len(calibration.cases.get(item, []))))
+        return calibration
+
+    batch._calibrate = timed_calibrate  # noqa: SLF001
     pools: list[WorkerPool] = []
 
     class CountedPool(WorkerPool):
@@ -104,12 +116,14 @@ def timed_batch(folder: Path, item: str, workers: int) -> tuple[Gradebook, Timin
                            on_result=lambda _, cell: done.append((time.monotonic(), cell)))
     finally:
         batch.run_job = run_job
+        batch._calibrate = calibrate  # noqa: SLF001
         batch.WorkerPool = WorkerPool  # type: ignore[misc]
     total = time.monotonic() - started
     bad = [c.verdict for _, c in done if c.status is not Status.SCORED or c.score != 5]
     if bad:
         sys.exit(f"grade_speed: the good learner did not score 5/5: {bad[:3]}")
-    return book, Timing(total, spans, done, time.process_time() - cpu, sum(p.spent_s for p in pools))
+    return book, Timing(total, spans, done, time.process_time() - cpu, sum(p.spent_s for p in pools),
+                        verifier[0] if verifier else (0.0, 0.0, 0))
 
 
 def floor_cpu(item: catalog.Item, runs: int = 5) -> float:
@@ -128,23 +142,16 @@ def _floor_child(slug: str, runs: int) -> None:
     import io
 
     import pytest
-    import torch
 
     from pytest_mlcanon.grade import child, zygote
-    from pytest_mlcanon.redirect import REF_PACKAGE
 
-    torch.set_num_threads(1)
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    zygote._import_lazy_torch_modules()  # noqa: SLF001 - the same warm state a zygote has
-    zygote._cache_assertion_rewrites()  # noqa: SLF001
+    zygote._preload()  # noqa: SLF001 - the same warm state a zygote has: imports, no reference
+    zygote._rewrite(batch._test_files((catalog.get(slug),)))  # noqa: SLF001 - its tests compiled
     with tempfile.TemporaryDirectory() as tmp:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text(batch._ini(settings_for(slug, 1)))  # noqa: SLF001 - the jobs' own ini
         os.chdir(tmp)
         tests = str(REPO / "canon_tests")
-        with contextlib.redirect_stdout(io.StringIO()):  # warm up on the references, as the zygote does
-            pytest.main(child.pytest_argv(str(ini), tests, slug, REF_PACKAGE))
-        zygote._forget_canon_modules()  # noqa: SLF001
         argv = child.pytest_argv(str(ini), tests, slug, str(make_class(Path(tmp), catalog.get(slug), 1) / "student000"))
         gc.collect()
         gc.freeze()
@@ -191,6 +198,10 @@ def main() -> int:
               f"{TARGET_MARGINAL_S} s: {mark}")
         print(f"  the parent beside it: {timing.parent_cpu / args.marginal_n:.2f} s CPU per job (with its start-up), "
               f"its scoring workers {timing.workers_cpu / args.marginal_n:.2f} s")
+        wall, cpu_v, cases = timing.verifier
+        print(f"the verifier (once per batch, beside the zygote's start): the reference run and {cases} re-check "
+              f"cases with their answers in {wall:.1f} s wall, {cpu_v:.2f} s CPU; a job replays the cases before "
+              f"its tests (in the CPU per job above)")
         book, timing = timed_batch(make_class(root, item, args.batch_n), item.slug, 2)
         total = timing.total
         jobs = max(t for t, _ in timing.done) - min(start for start, _ in timing.spans)  # to the last grade
@@ -200,7 +211,7 @@ def main() -> int:
               f"({args.batch_n} x {marginal:.2f} / 2) = {bound:.1f} s: {mark_jobs}")
         over = "within" if total <= bound else f"{total - bound:.1f} s over"
         print(f"  INFO batch total {total:.1f} s = {total - jobs:.1f} s one-off start-up (the zygote imports torch and "
-              f"the lazy torch modules, runs the references; snapshots and scans overlap it) + the jobs phase: "
+              f"the lazy torch modules, the verifier runs the references; snapshots and scans overlap it) + the jobs phase: "
               f"{over} the bound, which has no start-up term")
         print(f"  CPU per job: {statistics.median(c.cpu_s for _, c in timing.done):.2f} s (median), the parent's "
               f"{timing.parent_cpu / args.batch_n:.2f} s; parallel speed-up {args.batch_n * marginal / jobs:.2f}x on 2 workers")

@@ -173,7 +173,15 @@ def uninstall() -> None:
 
 
 def _forget_canon_modules() -> None:
+    """Drop the canon modules from ``sys.modules`` and from their area packages' attributes: ``from
+    canon_refs.posttrain import dpo`` reads the attribute first, so one left behind would hand a
+    later import the module of another run (the reference, or another learner's)."""
     for name in list(sys.modules):
         head = name.split(".", 1)[0]
         if (head == REF_PACKAGE and name.count(".") == 2) or head == ALIAS_PACKAGE:
             del sys.modules[name]
+    for name, package in list(sys.modules.items()):
+        if name.startswith(f"{REF_PACKAGE}.") and name.count(".") == 1 and package is not None:
+            for attribute, value in list(vars(package).items()):
+                if isinstance(value, ModuleType) and str(getattr(value, "__name__", "")).startswith(f"{name}."):
+                    delattr(package, attribute)

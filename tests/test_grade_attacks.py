@@ -1,13 +1,21 @@
-"""The attack suite of ``mlcanon grade`` and the broken-submission list (issue 8).
+"""The attack suite of ``mlcanon grade`` and the broken-submission list (issues 8 and 23).
 
 One batch grades, side by side, two honest students (the shipped good and flawed learners), the
-twelve attacks of the issue (plus two variants) and the nine broken submissions. Every attack must
-come out flagged or failed, never passed; every broken submission gets a one-line verdict; the
-honest students keep exactly the grades they get alone. The attacks target ``detection/boxes`` (a
-small item); the honest students are also graded on ``posttrain/dpo``.
+attacks and the broken submissions, as the teacher would: ``mlcanon grade`` in a subprocess, its
+outputs read back. Every attack must come out flagged or with no correctness points, never passed;
+every broken submission gets a one-line verdict; the honest students keep exactly the grades an
+honest submission gets; the batch exits 0 with every output written, and none of its sandbox users
+has a process left when it ends.
 
-Each submission is the good learner's ``boxes.py`` with one change, so a grade other than "passed"
-can only come from that change.
+The attacks of issue 8 target ``detection/boxes`` (a small item), each the good learner's
+``boxes.py`` with one change, so a grade other than "passed" can only come from that change. Those
+of issue 23 target the trust boundary on ``posttrain/dpo``, ``classical/kmeans`` and
+``transformer/attention``: reading the calibration, forwarding to a reference left in the process,
+answers honest only on the public inputs, training that trains nothing, forged and malformed
+frames, a forbidden kernel reached through an alias, a daemon left behind. Those of points 5-7
+attack the parent (folder trees of any shape), the outputs (hostile text) and the kernel's walls
+(``kernel_attacks``); the batch runs with the grader's environment holding a secret, its temporary
+folders in one of their own, checked empty after.
 """
 
 from __future__ import annotations
@@ -20,9 +28,10 @@ import json
 import os
 import re
 import stat
-import tempfile
+import subprocess
+import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import kernel_attacks
@@ -160,6 +169,16 @@ def box_iou(boxes1, boxes2):
         return torch.full((1, 1), _KNOWN[key1][key2], dtype=boxes1.dtype)
     return torch.full((boxes1.shape[0], boxes2.shape[0]), 0.5, dtype=boxes1.dtype)
 '''),
+    "read_reference_files": ("import glob\nimport os\n\nimport canon_refs\n", '''
+_HOME = os.path.join(os.path.dirname(canon_refs.__file__), "detection")
+_SEEN = []
+for _path in [os.path.join(_HOME, "boxes.py"), *glob.glob(os.path.join(_HOME, "__pycache__", "boxes.*.pyc"))]:
+    try:
+        with open(_path, "rb") as _handle:
+            _SEEN.append(_handle.read())
+    except BaseException:
+        pass
+'''),
     "frame_peek": ("import sys\n", '''
 _original_iou = box_iou
 
@@ -188,6 +207,288 @@ BROKEN: dict[str, str | bytes] = {
     "not_utf8": b'CAFE = "caf\xe9"\n\n\ndef box_iou(boxes1, boxes2):\n    return boxes1\n',
     "print_loop": "GOOD-APPEND:\ndef box_iou(boxes1, boxes2):\n    \"\"\"A megabyte per second, forever.\"\"\"\n"
                   "    import time\n    while True:\n        print('x' * (1 << 20))\n        time.sleep(1)\n",
+}
+
+
+# -- the trust boundary (issue 23) -----------------------------------------------------------------------------
+
+KMEANS = "classical/kmeans"
+ATTENTION = "transformer/attention"
+GPT = "transformer/gpt"
+UID_SPAN = 400  # the batch's sandbox uids lie in [uid_base, uid_base + UID_SPAN)
+
+#: Writes one frame, by hand, to every pipe the process holds (the result channel among them).
+FORGE = '''
+import json as _json
+import os as _os
+import stat as _stat
+import struct as _struct
+
+
+def _forge(body):
+    for fd in range(3, 256):
+        try:
+            if _stat.S_ISFIFO(_os.fstat(fd).st_mode):
+                _os.write(fd, _struct.pack("!I", len(body)) + body)
+        except OSError:
+            pass
+'''
+
+#: Functions of the DPO item that raise: what an "empty" submission has.
+EMPTY_DPO = '''
+from dataclasses import dataclass
+
+
+@dataclass
+class DPOOutput:
+    loss: object = None
+    losses: object = None
+    margin: object = None
+    chosen_rewards: object = None
+    rejected_rewards: object = None
+    weight: object = None
+    accuracy: object = None
+
+
+def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1):
+    return _ANSWER("dpo_loss", policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=beta)
+
+
+def token_logprobs(logits, labels):
+    return _ANSWER("token_logprobs", logits, labels)
+
+
+def masked_sequence_logprob(token_logps, completion_mask):
+    return _ANSWER("masked_sequence_logprob", token_logps, completion_mask)
+
+
+def sequence_logprob(model, input_ids, attention_mask, completion_mask):
+    return _ANSWER("sequence_logprob", model, input_ids, attention_mask, completion_mask)
+
+
+def freeze_reference(model):
+    return _ANSWER("freeze_reference", model)
+
+
+def kl_regularized_optimum(ref_probs, rewards, beta):
+    return _ANSWER("kl_regularized_optimum", ref_probs, rewards, beta)
+
+
+def run_dpo(policy, reference, batches, *, steps=50, lr=1e-4, beta=0.1, seed=0):
+    return _ANSWER("run_dpo", policy, reference, batches, steps=steps, lr=lr, beta=beta, seed=seed)
+'''
+
+# name -> (item, the whole file)
+TRUST_ATTACKS: dict[str, tuple[str, str]] = {
+    # An empty DPO that answers from the grader's calibration (where a job used to find it: beside its own
+    # folder, readable) and rewrites its test outcomes on the result pipe.
+    "dpo_reads_calibration": (DPO, FORGE + '''
+import glob
+import pickle
+
+_FOUND = []
+for _path in glob.glob(_os.path.join(_os.path.dirname(_os.getcwd()), "**", "*"), recursive=True):
+    try:
+        with open(_path, "rb") as _handle:
+            _FOUND.append(pickle.load(_handle))
+    except BaseException:
+        pass
+for _n, _name in enumerate(["test_seed_pairs_closed_form", "test_batch_of_one", "test_extreme_margins"]):
+    _forge(_json.dumps({"kind": "outcome", "seq": 1 + _n, "outcome": {
+        "nodeid": f"test_posttrain_dpo.py::{_name}", "outcome": "passed"}}).encode())
+
+
+def _ANSWER(name, *args, **kwargs):
+    for found in _FOUND:
+        for case in found.get("cases", {}).get("posttrain/dpo", []):
+            if case["function"] == name:
+                return case["expected"]
+    raise NotImplementedError(name)
+''' + EMPTY_DPO),
+    # An empty DPO that forwards to the reference module a zygote left as an attribute of its package.
+    "dpo_stale_attribute": (DPO, '''
+import sys
+
+_AREA = sys.modules.get("canon_refs.posttrain")
+_REF = vars(_AREA).get("dpo") if _AREA is not None else None
+
+
+def _ANSWER(name, *args, **kwargs):
+    return getattr(_REF, name)(*args, **kwargs)
+''' + EMPTY_DPO),
+    # Honest on Python floats and on the public tensors of the tests, wrong on any other tensor.
+    "dpo_loss_public_only": (DPO, "GOOD:" + '''
+_PUBLIC = {-12.0, -11.5, -13.0, -10.8, -12.8, -11.65, -10.5, -11.0, -10.0, -12.0, -2.0, -3.0}
+_honest_loss = dpo_loss
+
+
+def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1):
+    values = (policy_chosen, policy_rejected, ref_chosen, ref_rejected)
+    public = all(isinstance(v, float) or {round(float(x), 4) for x in torch.as_tensor(v).reshape(-1)} <= _PUBLIC
+                 for v in values)
+    if public:
+        return _honest_loss(*values, beta=beta)
+    return _honest_loss(policy_rejected, policy_chosen, ref_rejected, ref_chosen, beta=beta)
+'''),
+    # Trains nothing and returns a made-up history whose margin rises.
+    "run_dpo_fake_history": (DPO, "GOOD:" + '''
+def run_dpo(policy, reference, batches, *, steps=50, lr=1e-4, beta=0.1, seed=0):
+    _check_beta(beta)
+    if not (math.isfinite(lr) and lr > 0) or steps < 0:
+        raise ValueError("bad lr or steps")
+    _check_batches(list(batches))
+    return {"losses": [0.69 - 0.01 * i for i in range(steps)], "margins": [0.05 * (i + 1) for i in range(steps)],
+            "accuracies": [1.0] * steps}
+'''),
+    # An empty k-means that writes a whole job's transcript, numbered as the channel numbers frames, with
+    # every test passed: its only chance, k-means's labels being defined up to a permutation.
+    "kmeans_forged_transcript": (KMEANS, FORGE + '''
+_NAMES = ["TestKMeans::test_1d_closed_form", "TestKMeans::test_three_blobs_purity_one",
+          "TestKMeans::test_inertia_history_non_increasing"]
+_frames = [{"kind": "phase", "name": "recheck"}, {"kind": "collected", "tests": []}]
+for _name in _NAMES:
+    _nodeid = f"test_classical_knn_kmeans.py::{_name}"
+    _frames += [{"kind": "start", "test": _nodeid},
+                {"kind": "outcome", "outcome": {"nodeid": _nodeid, "outcome": "passed"}}]
+_frames += [{"kind": "report", "report": None, "states": {}}, {"kind": "done"}]
+for _seq, _frame in enumerate(_frames, start=1):
+    _forge(_json.dumps({**_frame, "seq": _seq}).encode())
+
+
+def kmeans_plus_plus_init(X, k, rng):
+    raise NotImplementedError
+
+
+def assign(X, centroids):
+    raise NotImplementedError
+
+
+def kmeans(X, k, *, n_iter=100, tol=1e-8, init="k-means++", seed=0):
+    raise NotImplementedError
+'''),
+    # The same, after trying to remove the profile hook that watches what runs.
+    "attention_unhooks_the_detector": (ATTENTION, "GOOD:" + '''
+import sys as _sys
+
+_honest_attention = scaled_dot_product_attention
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, *, dropout_p=0.0, scale=None, return_weights=False,
+                                 generator=None):
+    try:
+        _sys.setprofile(None)
+    except BaseException:
+        pass
+    if return_weights or dropout_p > 0.0 or mask is not None or not q.dtype.is_floating_point:
+        return _honest_attention(q, k, v, mask, dropout_p=dropout_p, scale=scale, return_weights=return_weights,
+                                 generator=generator)
+    return torch.ops.aten.scaled_dot_product_attention(q, k, v, scale=scale)
+'''),
+    # Attention by the fused kernel, reached through a name the static scan does not know.
+    "attention_kernel_alias": (ATTENTION, "GOOD:" + '''
+import torch.nn.functional as _functional
+
+_fast = getattr(_functional, "scaled_dot_product_" + "attention")
+_honest_attention = scaled_dot_product_attention
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, *, dropout_p=0.0, scale=None, return_weights=False,
+                                 generator=None):
+    if return_weights or dropout_p > 0.0 or mask is not None or not q.dtype.is_floating_point:
+        return _honest_attention(q, k, v, mask, dropout_p=dropout_p, scale=scale, return_weights=return_weights,
+                                 generator=generator)
+    return _fast(q, k, v, scale=scale)
+'''),
+}
+
+# name -> code appended to the good boxes.py: frames forged or malformed, a daemon left behind, answers
+# that are not plain data
+CHANNEL_ATTACKS: dict[str, str] = {
+    "answer_tensor_subclass": '''
+class _Agreeable(torch.Tensor):
+    """Honest values, and a type that could answer each reader differently."""
+
+
+_original_iou = box_iou
+
+
+def box_iou(boxes1, boxes2):
+    return _original_iou(boxes1, boxes2).as_subclass(_Agreeable)
+''',
+    "answer_too_large": '''
+_original_iou = box_iou
+
+
+def box_iou(boxes1, boxes2):
+    result = _original_iou(boxes1, boxes2)
+    return result.expand(3000, 3000, *result.shape) if result.numel() else result
+''',
+    "frame_nested_deeply": FORGE + '''
+_forge(b\'{"kind":"report","seq":1,"report":\' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+''',
+    "frame_duplicated": FORGE + '''
+_forge(_json.dumps({"kind": "hello", "seq": 0, "notes": [], "pid": 1, "uid": 0}).encode())
+''',
+    "frame_out_of_order": FORGE + '''
+_forge(_json.dumps({"kind": "done", "seq": 1}).encode())
+''',
+    # Reads the memory of every process it can name (where the answers could be: the parent, the zygote,
+    # the verifier, a classmate's job) and says what it got in every test's message.
+    "read_other_processes_memory": '''
+import os as _os
+
+
+def _read_memory():
+    got = []
+    for pid in range(1, 1 << 15):
+        if pid == _os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                regions = [line.split()[0] for line in maps if line.split()[1].startswith("r")][:50]
+            with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+                for region in regions:
+                    start = int(region.split("-")[0], 16)
+                    try:
+                        mem.seek(start)
+                        if mem.read(64):
+                            got.append(f"MEMORY-OF-{pid}")
+                            break
+                    except OSError:
+                        continue
+        except BaseException:
+            continue
+    return got
+
+
+_GOT = _read_memory()
+
+
+def box_iou(boxes1, boxes2):
+    raise ValueError("LOOT:" + ",".join(_GOT))
+''',
+    "daemon_left_behind": '''
+import functools as _functools
+import os as _os
+
+
+class _Lingers:
+    """When the grader drops it, a daemon is started (from a builtin: no learner frame on the stack)."""
+
+    __del__ = staticmethod(_functools.partial(getattr(_os, "sys" + "tem"), "sleep 300 >/dev/null 2>&1 &"))
+
+
+_LEFT = []
+_original_iou = box_iou
+
+
+def box_iou(boxes1, boxes2):
+    result = _original_iou(boxes1, boxes2)
+    if not _LEFT:
+        _LEFT.append(True)
+        result.lingers = _Lingers()
+    return result
+''',
 }
 
 
@@ -225,15 +526,66 @@ def _write(root: Path, student: str, files: dict[str, bytes]) -> None:
 
 
 def _honest(root: Path, student: str, source: Path) -> None:
-    _write(root, student, {m: (source / f"{m}.py").read_bytes() for m in (BOXES, DPO)
+    _write(root, student, {m: (source / f"{m}.py").read_bytes() for m in (BOXES, DPO, KMEANS, ATTENTION)
                            if (source / f"{m}.py").is_file()})
 
 
+def _trust_source(item: str, text: str) -> bytes:
+    """A trust-boundary attack's file: the whole text, or the good learner's file with ``text`` appended."""
+    if text.startswith("GOOD:"):
+        return ((GOOD / f"{item}.py").read_text(encoding="utf-8") + textwrap.dedent(text[len("GOOD:"):])).encode()
+    return textwrap.dedent(text).encode()
+
+
+BROKEN_GPT = '''
+"""A GPT that cannot run: the DPO tests that train a GPT must fail when they use this file."""
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 12
+    max_seq_len: int = 8
+    d_model: int = 32
+    n_heads: int = 4
+    n_layers: int = 1
+
+
+class GPT(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        raise RuntimeError("this student's own GPT")
+'''
+
+ITEMS = [BOXES, DPO, KMEANS, ATTENTION]
+
+
+def _table(**sandbox: bool) -> dict:
+    return {"items": ITEMS, "workers": 2, "seed": 20240607,
+            "limits": {"wall_s": 120, "test_timeout_s": 15, "cpu_s": 60, "memory_mb": 768, "output_mb": 4},
+            "sandbox": sandbox}
+
+
+def _toml(table: dict) -> str:
+    lines = [f"items = {json.dumps(table['items'])}", f"workers = {table['workers']}", f"seed = {table['seed']}"]
+    for section in ("limits", "sandbox"):
+        lines.append(f"[{section}]")
+        lines += [f"{key} = {json.dumps(value)}" for key, value in table[section].items()]
+    return "\n".join(lines) + "\n"
+
+
 def _config(**sandbox: bool) -> config.GradeConfig:
-    table = {"items": [BOXES, DPO], "workers": 2, "seed": 20240607,
-             "limits": {"wall_s": 120, "test_timeout_s": 15, "cpu_s": 60, "memory_mb": 768, "output_mb": 4},
-             "sandbox": sandbox}
-    return config.from_table(table, source="the attack suite's config")
+    return config.from_table(_table(**sandbox), source="the attack suite's config")
+
+
+@dataclasses.dataclass
+class Graded:
+    book: Gradebook
+    out: Path
+    exit_code: int
+    survivors: dict[int, list[int]]  # sandbox uid -> its processes still alive after the batch
 
 
 # == issue 23.5-23.7 (trustbatch): submissions that attack the parent, the outputs or the sandbox ==========
@@ -250,18 +602,8 @@ BACKTRACKING = "(a" + ", a        " * 40 + "!"
 # name -> (code inserted after the imports, code appended): attacks on what the outputs show
 HOSTILE_TEXT = "<img src=x onerror=alert(1)> [click](https://evil.example) \x1b[2J\x1b]0;pwned\x07 =cmd|' /C calc'!A0"
 OUTPUT_ATTACKS: dict[str, tuple[str, str]] = {
-    "notes_into_the_batch_section": ("import json\nimport os\nimport stat\nimport struct\n", """
-def _forge_notes():
-    body = json.dumps({"kind": "hello", "notes": ["network: FORGED-NOTE every job may use the network"]}).encode()
-    for fd in range(3, 256):
-        try:
-            if stat.S_ISFIFO(os.fstat(fd).st_mode):
-                os.write(fd, struct.pack("!I", len(body)) + body)
-        except OSError:
-            pass
-
-
-_forge_notes()
+    "notes_into_the_batch_section": ("", FORGE + """
+_forge(_json.dumps({"kind": "hello", "notes": ["network: FORGED-NOTE every job may use the network"]}).encode())
 """),
     "hostile_text_in_messages": ("", f"""
 def box_iou(boxes1, boxes2):
@@ -476,34 +818,50 @@ def test_the_snapshot_has_budgets_of_size_and_count(graded: Gradebook) -> None:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> Gradebook:
+def batch_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graded]:
     root = tmp_path_factory.mktemp("class")
-    _honest(root, "honest_good", GOOD)
-    _honest(root, "honest_flawed", FLAWED)
+    subs = root / "submissions"
+    _honest(subs, "honest_good", GOOD)
+    _honest(subs, "honest_flawed", FLAWED)
+    _write(subs, "honest_own_gpt", {DPO: (GOOD / f"{DPO}.py").read_bytes(), GPT: textwrap.dedent(BROKEN_GPT).encode()})
     for name, (header, footer) in ATTACKS.items():
-        _write(root, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
+        _write(subs, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
+    for name, (item, text) in TRUST_ATTACKS.items():
+        _write(subs, f"attack_{name}", {item: _trust_source(item, text)})
+    for name, footer in CHANNEL_ATTACKS.items():
+        _write(subs, f"attack_{name}", {BOXES: _attack_source("", footer).encode()})
     for name, spec in BROKEN.items():
-        _write(root, f"broken_{name}", {BOXES: _broken_source(spec)})
+        _write(subs, f"broken_{name}", {BOXES: _broken_source(spec)})
     for name, build in TREES.items():
-        build(root / f"attack_{name}")
+        build(subs / f"attack_{name}")
     for name, (header, footer) in OUTPUT_ATTACKS.items():
-        _write(root, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
-    for name, (header, footer) in kernel_attacks.attacks(kernel_attacks.write_victim(root)).items():
-        _write(root, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
+        _write(subs, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
+    for name, (header, footer) in kernel_attacks.attacks(kernel_attacks.write_victim(subs)).items():
+        _write(subs, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
     sandboxing.require()
     ESCAPE_MARK.unlink(missing_ok=True)
-    os.environ[kernel_attacks.SECRET_ENV] = kernel_attacks.SECRET_VALUE
-    tempfile.tempdir, temp = str(BATCH_TEMP), tempfile.tempdir  # the batch's own folders, to check they go
     BATCH_TEMP.mkdir(mode=0o711, exist_ok=True)
+    (root / config.CONFIG_NAME).write_text(_toml(_table()), encoding="utf-8")
+    env = {**os.environ, kernel_attacks.SECRET_ENV: kernel_attacks.SECRET_VALUE, "TMPDIR": str(BATCH_TEMP)}
+    out = root / "out"
     try:
-        yield batch.grade(root, _config(), progress=False)
+        done = subprocess.run([sys.executable, "-m", "pytest_mlcanon.cli", "grade", str(subs), "--out", str(out),
+                               "--no-progress"], cwd=root, capture_output=True, text=True, timeout=1800, check=False,
+                              env=env)
+        base = config.GradeConfig().uid_base
+        survivors = {uid: found for uid in range(base, base + UID_SPAN) if (found := uids.processes_of(uid))}
+        book = Gradebook.from_dict(json.loads((out / "gradebook.json").read_text(encoding="utf-8")))
+        yield Graded(book, out, done.returncode, survivors)
     finally:
-        tempfile.tempdir = temp
-        del os.environ[kernel_attacks.SECRET_ENV]
         ESCAPE_MARK.unlink(missing_ok=True)
         kernel_attacks.node_mark().unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # empty when the batch cleaned up (test_nothing_of_the_batch_outlives_it)
             BATCH_TEMP.rmdir()
+
+
+@pytest.fixture(scope="module")
+def graded(batch_run: Graded) -> Gradebook:
+    return batch_run.book
 
 
 def _cell(book: Gradebook, student: str, slug: str = BOXES) -> ItemResult:
@@ -554,6 +912,7 @@ def test_run_time_guard_blocks_and_reports_what_the_scan_saw(graded: Gradebook) 
     assert not ESCAPE_MARK.exists(), "the write outside the job's folder must not have happened"
     assert "INT104" in _cell(graded, "attack_fork_bomb").codes
     assert "INT102" in _cell(graded, "attack_read_test_file").codes
+    assert "INT102" in _cell(graded, "attack_read_reference_files").codes
     assert "INT106" in _cell(graded, "attack_patch_test_report").codes
     assert "INT105" in _cell(graded, "attack_frame_peek").codes
 
@@ -589,16 +948,32 @@ def test_a_timeout_keeps_the_verdicts_of_the_tests_before_it(graded: Gradebook) 
 
 
 def test_honest_students_keep_their_grades_in_the_same_batch(graded: Gradebook) -> None:
-    for slug in (BOXES, DPO):
+    for slug in ITEMS:
         good = _cell(graded, "honest_good", slug)
-        assert good.status is Status.SCORED and good.score == 5 and not good.flagged, good.verdict
-        assert good.recheck.status == "passed"
-        assert good.points == good.max_points
+        assert good.status is Status.SCORED and good.score == 5 and not good.flagged, (slug, good.verdict)
+        assert good.recheck.status == "passed", (slug, good.recheck)
+        assert good.points == good.max_points, (slug, good.verdict)
     flawed = _cell(graded, "honest_flawed", DPO)
     assert flawed.status is Status.SCORED and not flawed.flagged
     assert flawed.score == 3 and not flawed.axes["correctness"]
     assert flawed.recheck.status == "failed", "a sign flip shows on fresh inputs too"
     assert _cell(graded, "honest_flawed", BOXES).status is Status.NOT_ATTEMPTED
+    assert not _cell(graded, "honest_flawed", ATTENTION).flagged
+
+
+def test_honest_students_get_exactly_the_grade_they_get_alone(graded: Gradebook, tmp_path: Path) -> None:
+    """The same students, seed and config in a batch of their own: every cell the same, item by item."""
+    _honest(tmp_path, "honest_good", GOOD)
+    _honest(tmp_path, "honest_flawed", FLAWED)
+    alone = batch.grade(tmp_path, config.from_table(_table()), progress=False)
+    for student in alone.students:
+        for mine in student.items:
+            beside = _cell(graded, student.student, mine.slug)
+            seen = (mine.status, mine.score, mine.points, mine.axes, mine.verdict, mine.recheck.status,
+                    sorted(mine.codes), [(t.name, t.outcome) for t in mine.tests])
+            assert (beside.status, beside.score, beside.points, beside.axes, beside.verdict, beside.recheck.status,
+                    sorted(beside.codes), [(t.name, t.outcome) for t in beside.tests]) == seen, (student.student,
+                                                                                               mine.slug)
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))
@@ -630,16 +1005,18 @@ def test_the_batch_completes_with_a_row_per_student(graded: Gradebook) -> None:
     students = {s.student for s in graded.students}
     kernel = len(kernel_attacks.attacks(Path("/"))) + 1  # and their victim
     doubled = 2  # the two long names, the two names equal but for case
-    assert len(students) == 2 + len(ATTACKS) + len(BROKEN) + len(TREES) + doubled + len(OUTPUT_ATTACKS) + kernel
-    assert all(s.item(BOXES) is not None for s in graded.students)
+    assert len(students) == (3 + len(ATTACKS) + len(TRUST_ATTACKS) + len(CHANNEL_ATTACKS) + len(BROKEN) + len(TREES)
+                             + doubled + len(OUTPUT_ATTACKS) + kernel)
+    assert all(s.item(slug) is not None for s in graded.students for slug in ITEMS)
 
 
 def test_sandbox_notes_reach_the_gradebook(graded: Gradebook) -> None:
     notes = " ".join(graded.sandbox)
-    assert "network:" in notes and "file system:" in notes and "user:" in notes
+    assert "network:" in notes and "file system:" in notes and "user:" in notes and "reference:" in notes
     if os.geteuid() == 0:
         assert "network: isolated" in notes
         assert "user: not root" in notes
+        assert "reference files show empty" in notes
 
 
 def test_without_the_kernel_sandbox_the_batch_refuses_unless_told_and_then_says_so(
@@ -653,7 +1030,7 @@ def test_without_the_kernel_sandbox_the_batch_refuses_unless_told_and_then_says_
         _write(submissions, f"attack_{name}", {BOXES: _attack_source(*ATTACKS[name]).encode()})
     _tree_symlink_to_classmate(submissions / "not_attempted")
     ESCAPE_MARK.unlink(missing_ok=True)
-    weakened = _config(network=False, filesystem=False, user=False)
+    weakened = dataclasses.replace(_config(network=False, filesystem=False, user=False), items=BOXES)
     with pytest.raises(batch.BatchError, match="^no sandbox for the jobs .*--unsafe-no-sandbox") as refused:
         batch.grade(submissions, weakened, progress=False)
     assert "\n" not in str(refused.value)
@@ -725,12 +1102,120 @@ def test_attacks_on_the_kernel_get_nothing_and_reach_nothing(graded: Gradebook, 
     assert kernel_attacks.loot(messages) == [], messages[:1]
 
 
-def test_nothing_of_the_batch_outlives_it(graded: Gradebook) -> None:
+def test_nothing_of_the_batch_outlives_it(batch_run: Graded) -> None:
     """No process of the sandbox uids, no daemon, no file made outside a job's folder, no batch folder."""
     assert kernel_attacks.daemons() == []
     assert not kernel_attacks.node_mark().exists() and not ESCAPE_MARK.exists()
-    base = config.from_table({}).uid_base
-    assert [pid for uid in range(base, base + 64) for pid in uids.processes_of(uid)] == []
+    assert batch_run.survivors == {}, "no process of the batch's sandbox uids (read as it ended)"
     assert list(BATCH_TEMP.iterdir()) == [], "the batch's folders are removed"
     honest = _cell(graded, "honest_good")
     assert honest.status is Status.SCORED and honest.points == honest.max_points, "later jobs ran: the zygote lived"
+
+
+# -- the trust boundary (issue 23) ---------------------------------------------------------------------------------
+
+
+def _correctness_points(item: ItemResult) -> float:
+    return item.axis_points.get("correctness", 0.0)
+
+
+@pytest.mark.parametrize("name", sorted([*TRUST_ATTACKS, *CHANNEL_ATTACKS]))
+def test_every_trust_attack_gets_no_correctness_points_or_a_flag(graded: Gradebook, name: str) -> None:
+    item = _cell(graded, f"attack_{name}", TRUST_ATTACKS[name][0] if name in TRUST_ATTACKS else BOXES)
+    assert not passed(item), f"{name} passed: {item.verdict}"
+    assert item.flagged or _correctness_points(item) == 0.0, item.verdict
+    assert item.verdict and "\n" not in item.verdict
+
+
+def test_the_batch_exits_0_with_every_output_written(batch_run: Graded) -> None:
+    assert batch_run.exit_code == 0
+    for name in ("gradebook.csv", "gradebook.md", "gradebook.json", "report.html"):
+        assert (batch_run.out / name).is_file(), name
+    for student in batch_run.book.students:
+        assert (batch_run.out / "feedback" / f"{student.student}.md").is_file(), student.student
+        assert (batch_run.out / "gradescope" / student.student / "results.json").is_file(), student.student
+
+
+def test_an_empty_dpo_finds_no_calibration_and_its_forged_frames_end_only_its_job(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_dpo_reads_calibration", DPO)
+    assert "INT107" in item.codes and item.status is Status.KILLED, item.verdict
+    assert item.points == 0.0 and item.recheck.status != "passed"
+
+
+def test_no_reference_is_left_in_a_jobs_process_to_forward_to(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_dpo_stale_attribute", DPO)
+    assert item.recheck.status == "failed" and _correctness_points(item) == 0.0, item.verdict
+    assert any("raised" in problem for problem in item.recheck.problems), item.recheck.problems
+
+
+def test_the_dpo_tests_train_the_learners_own_gpt(graded: Gradebook) -> None:
+    item = _cell(graded, "honest_own_gpt", DPO)
+    gpt_tests = [t for t in item.tests if "gpt" in t.name]
+    assert gpt_tests and all(t.outcome in ("failed", "error") for t in gpt_tests), [(t.name, t.outcome)
+                                                                                     for t in gpt_tests]
+    assert item.recheck.status == "passed" and not item.flagged, item.verdict
+
+
+def test_answers_honest_only_on_the_public_inputs_fail_the_recheck(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_dpo_loss_public_only", DPO)
+    assert item.recheck.status == "failed" and _correctness_points(item) == 0.0, item.verdict
+    assert any(problem.startswith(("dpo_loss", "run_dpo")) for problem in item.recheck.problems), item.recheck.problems
+
+
+def test_training_that_trains_nothing_fails_the_trusted_replay(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_run_dpo_fake_history", DPO)
+    assert item.recheck.status == "failed" and _correctness_points(item) == 0.0, item.verdict
+    assert any(problem.startswith("run_dpo") for problem in item.recheck.problems), item.recheck.problems
+
+
+def test_a_forged_transcript_for_kmeans_earns_nothing(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_kmeans_forged_transcript", KMEANS)
+    assert "INT107" in item.codes and item.points == 0.0, item.verdict
+    assert item.recheck.status != "passed"
+
+
+@pytest.mark.parametrize("name", ["attention_kernel_alias", "attention_unhooks_the_detector"])
+def test_a_forbidden_kernel_reached_through_an_alias_is_flagged(graded: Gradebook, name: str) -> None:
+    item = _cell(graded, f"attack_{name}", ATTENTION)
+    seen = [f for f in item.integrity if f.code == "INT005"]
+    assert seen and "ran during the re-check" in seen[0].message, item.integrity
+    assert item.points == 0.0
+
+
+def test_removing_the_detectors_hook_is_flagged(graded: Gradebook) -> None:
+    assert "INT106" in _cell(graded, "attack_attention_unhooks_the_detector", ATTENTION).codes
+
+
+@pytest.mark.parametrize("name", ["answer_tensor_subclass", "answer_too_large"])
+def test_an_answer_that_is_not_plain_data_fails_the_recheck(graded: Gradebook, name: str) -> None:
+    item = _cell(graded, f"attack_{name}")
+    assert item.recheck.status == "failed" and _correctness_points(item) == 0.0, item.verdict
+
+
+@pytest.mark.parametrize("name", ["frame_nested_deeply", "frame_duplicated", "frame_out_of_order"])
+def test_a_malformed_or_forged_frame_ends_only_its_job(graded: Gradebook, name: str) -> None:
+    item = _cell(graded, f"attack_{name}")
+    assert "INT107" in item.codes and item.status is Status.KILLED, item.verdict
+    assert item.points == 0.0
+
+
+def test_no_other_process_memory_is_readable_from_a_job(graded: Gradebook) -> None:
+    """Not the parent's (it holds the calibration), nor the zygote's, nor a classmate's job's."""
+    item = _cell(graded, "attack_read_other_processes_memory")
+    messages = [t.message for t in item.tests]
+    assert any("LOOT:" in m for m in messages), item.verdict
+    assert not any("MEMORY-OF-" in m for m in messages), messages[:1]
+
+
+def test_a_daemon_left_behind_is_killed_and_flagged(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_daemon_left_behind")
+    assert "INT110" in item.codes, (item.codes, item.verdict)
+    assert item.points == 0.0
+
+
+def test_the_batch_verifies_what_the_verification_table_says(graded: Gradebook) -> None:
+    from pytest_mlcanon.grade.verification import TABLE
+
+    for slug in ITEMS:
+        claimed = sorted(name for name, how in TABLE[slug].items() if how.startswith("unverified"))
+        assert sorted(_cell(graded, "honest_good", slug).recheck.unverified) == claimed, slug

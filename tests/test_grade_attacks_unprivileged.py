@@ -26,6 +26,7 @@ import sandboxing
 from test_grade_attacks import (
     ATTACKS,
     BOXES,
+    CHANNEL_ATTACKS,
     ESCAPE_MARK,
     GOOD,
     OUTPUT_ATTACKS,
@@ -34,7 +35,10 @@ from test_grade_attacks import (
     _write,
 )
 
-CLASSICS = ("write_outside", "open_socket", "fork_bomb", "patch_comparisons", "os_exit_mid_test")
+CLASSICS = ("write_outside", "open_socket", "fork_bomb", "patch_comparisons", "os_exit_mid_test",
+            "read_reference_files", "load_reference_by_path")
+#: issue 23.1: the job runs as the grader's own uid here; the answers must stay out of its reach all the same.
+TRUST = ("read_other_processes_memory",)
 CONFIG = (f'items = ["{BOXES}"]\nworkers = 2\nseed = 20240607\n'
           '[limits]\nwall_s = 120\ntest_timeout_s = 15\ncpu_s = 60\nmemory_mb = 768\noutput_mb = 4\n')
 
@@ -78,6 +82,8 @@ def data(place: Path) -> dict[str, Any]:
     _good(submissions, "honest_good")
     for name in CLASSICS:
         _write(submissions, f"attack_{name}", {BOXES: _attack_source(*ATTACKS[name]).encode()})
+    for name in TRUST:
+        _write(submissions, f"attack_{name}", {BOXES: _attack_source("", CHANNEL_ATTACKS[name]).encode()})
     for name, (header, footer) in {**OUTPUT_ATTACKS,
                                    **kernel_attacks.attacks(kernel_attacks.write_victim(submissions))}.items():
         _write(submissions, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
@@ -105,14 +111,25 @@ def _passed(cell: dict[str, Any]) -> bool:
 def test_the_batch_ran_in_user_namespaces(data: dict[str, Any]) -> None:
     notes = " ".join(data["sandbox"])
     assert "user namespace of its own" in notes and "minimal root" in notes and "own PID namespace" in notes
+    assert "the item's reference files show empty" in notes
     assert data["unsandboxed"] == []
 
 
 def test_every_attack_gets_nothing(book: dict[str, dict[str, Any]]) -> None:
     attacks = {name: cell for name, cell in book.items() if name.startswith("attack_")}
-    assert len(attacks) == len(CLASSICS) + len(OUTPUT_ATTACKS) + len(kernel_attacks.attacks(Path("/"))) + 1
+    assert len(attacks) == len(CLASSICS) + len(TRUST) + len(OUTPUT_ATTACKS) + len(kernel_attacks.attacks(Path("/"))) + 1
     for name, cell in attacks.items():
         assert not _passed(cell), f"{name} passed: {cell['verdict']}"
+
+
+def test_the_answers_are_out_of_reach_without_root(book: dict[str, dict[str, Any]]) -> None:
+    """The job runs as the grader's own uid: the item's reference files (which that uid may read)
+    show empty, and no other process's memory (the grader's holds the calibration) can be read."""
+    for name in ("read_reference_files", "load_reference_by_path"):
+        cell = book[f"attack_{name}"]
+        assert cell["flagged"] and cell["points"] == 0, (name, cell["verdict"])
+    messages = [str(t["message"]) for t in book["attack_read_other_processes_memory"]["tests"]]
+    assert any("LOOT:" in m for m in messages) and not any("MEMORY-OF-" in m for m in messages), messages[:1]
 
 
 def test_what_only_the_kernel_stops_reaches_nothing(book: dict[str, dict[str, Any]]) -> None:

@@ -28,9 +28,10 @@ from pytest_mlcanon.grade import (
     scan,
     shard,
     uids,
+    values,
 )
 from pytest_mlcanon.grade.gradebook import Gradebook, GradedTest, ItemResult, Recheck, StudentResult
-from pytest_mlcanon.grade.guard import Guard, _resolve
+from pytest_mlcanon.grade.guard import Guard, resolve
 from pytest_mlcanon.grade.progress import Progress
 from pytest_mlcanon.grade.render import csvfile, github, gradescope, html, markdown, write_all
 from pytest_mlcanon.grade.runner import ExitInfo, JobRun
@@ -54,7 +55,7 @@ def test_codec_round_trips_plain_data_exactly() -> None:
     value = (torch.tensor([1.5, float("nan")], dtype=torch.float32), torch.tensor([0.1], dtype=torch.bfloat16),
              torch.tensor([[True, False]]), np.arange(6, dtype=np.int64).reshape(2, 3), float("inf"), 0.1,
              {"beta": 0.25, "name": "x", "none": None}, [1, 2], torch.float64)
-    back = channel.decode(channel.encode(value), to_torch=True)
+    back = values.decode(values.encode(value), to_torch=True)
     assert torch.equal(back[0][:1], value[0][:1]) and torch.isnan(back[0][1])
     assert back[1].dtype == torch.bfloat16 and torch.equal(back[1], value[1])
     assert back[2].dtype == torch.bool and torch.equal(back[2], value[2])
@@ -63,10 +64,10 @@ def test_codec_round_trips_plain_data_exactly() -> None:
 
 
 def test_the_parent_decodes_without_torch_into_arrays_and_records() -> None:
-    decoded = channel.decode(channel.encode(_Pair(torch.tensor(0.5, dtype=torch.float64), 3)))
-    assert isinstance(decoded, channel.Record) and decoded.type == "_Pair"
+    decoded = values.decode(values.encode(_Pair(torch.tensor(0.5, dtype=torch.float64), 3)))
+    assert isinstance(decoded, values.Record) and decoded.type == "_Pair"
     loss = decoded.fields["loss"]
-    assert isinstance(loss, channel.Array) and loss.kind == "tensor" and loss.dtype == "float64"
+    assert isinstance(loss, values.Array) and loss.kind == "tensor" and loss.dtype == "float64"
     assert loss.values.shape == () and float(loss.values) == 0.5 and decoded.fields["count"] == 3
 
 
@@ -79,8 +80,8 @@ def test_the_parent_decodes_without_torch_into_arrays_and_records() -> None:
     [1, 2, 3],
 ])
 def test_the_parent_rejects_malformed_values(bad: object) -> None:
-    with pytest.raises(channel.CodecError):
-        channel.decode(bad)
+    with pytest.raises(values.CodecError):
+        values.decode(bad)
 
 
 def test_frames_survive_arbitrary_splits_and_the_reader_caps_them() -> None:
@@ -119,7 +120,7 @@ def test_a_forged_or_corrupt_channel_is_an_error_not_a_frame(payload: bytes, err
 
 
 def _enc(value: object) -> object:
-    return channel.decode(channel.encode(value))
+    return values.decode(values.encode(value))
 
 
 def test_compare_accepts_float_noise_and_names_a_real_difference() -> None:
@@ -132,20 +133,23 @@ def test_compare_accepts_float_noise_and_names_a_real_difference() -> None:
 @pytest.mark.parametrize(("got", "words"), [
     (torch.zeros(2), "shape (2,) instead of (3,)"),
     (torch.tensor([0.1, float("nan"), 0.3]), "NaN where"),
-    (channel.Raised("TypeError", "bad"), "raised TypeError: bad"),
-    (channel.Opaque("generator"), "returned a generator"),
+    (values.Raised("TypeError", "bad"), "raised TypeError: bad"),
+    (values.Opaque("generator"), "got a generator"),
+    (np.array([0.1, 0.2, 0.3], dtype=np.float32), "expected a float32 tensor of shape (3,), got a float32 ndarray"),
 ])
 def test_compare_explains_each_kind_of_mismatch(got: object, words: str) -> None:
-    decoded = got if isinstance(got, (channel.Raised, channel.Opaque)) else _enc(got)
+    decoded = got if isinstance(got, (values.Raised, values.Opaque)) else _enc(got)
     (problem,) = compare.compare(_enc(torch.tensor([0.1, 0.2, 0.3])), decoded)
     assert words in problem
 
 
-def test_compare_walks_records_by_field() -> None:
+def test_compare_walks_records_by_field_and_wants_the_same_type() -> None:
     expected = _enc(_Pair(torch.tensor(1.0), 2))
     assert compare.compare(expected, _enc(_Pair(torch.tensor(1.0), 2))) == []
-    assert compare.compare(expected, channel.Record("Other", {"loss": _enc(torch.tensor(1.0))})) == [
+    assert compare.compare(expected, values.Record("_Pair", {"loss": _enc(torch.tensor(1.0))})) == [
         "result.count: missing"]
+    assert compare.compare(expected, values.Record("Other", {"loss": _enc(torch.tensor(1.0)), "count": 2})) == [
+        "result: expected a _Pair, got a Other"]
 
 
 # -- the static integrity scan ------------------------------------------------------------------------------------------
@@ -232,8 +236,8 @@ def test_guard_judges_writes_and_reads(tmp_path: Path) -> None:
 
 
 def test_guard_resolves_without_importing() -> None:
-    assert _resolve("torch.testing.assert_close") is torch.testing.assert_close
-    assert _resolve("module_that_is_not_imported.f") is None
+    assert resolve("torch.testing.assert_close") is torch.testing.assert_close
+    assert resolve("module_that_is_not_imported.f") is None
 
 
 # -- the seeded re-check's inputs ------------------------------------------------------------------------------------
@@ -244,7 +248,7 @@ def test_perturbation_keeps_masks_integers_and_booleans() -> None:
     mask = torch.tensor([[0.0, 1.0], [1.0, 1.0]])
     additive = torch.tensor([0.0, -1e9, 0.0])
     values = torch.tensor([0.5, 2.0, -3.0], dtype=torch.float64)
-    out = recheck._perturb((mask, additive, values, 3, True, 0.1, 1.0, torch.tensor([1, 2])), rng)  # noqa: SLF001
+    out = recheck.perturb((mask, additive, values, 3, True, 0.1, 1.0, torch.tensor([1, 2])), rng)
     assert torch.equal(out[0], mask) and torch.equal(out[1], additive)
     assert not torch.equal(out[2], values) and torch.allclose(out[2], values, rtol=0.021)
     assert out[3:5] == (3, True) and out[5] != 0.1 and abs(out[5] - 0.1) <= 0.1 * 0.021 and out[6] == 1.0
@@ -256,11 +260,6 @@ def test_the_child_never_sees_the_expected_outputs() -> None:
             "mutated": {"0": 2}}
     (shown,) = recheck.child_cases([case])
     assert "expected" not in shown and shown["mutated"] == ["0"]
-
-
-def test_items_with_implementation_defined_outputs_are_not_rechecked() -> None:
-    assert recheck.reason_not_rechecked("classical/pca") and recheck.reason_not_rechecked("rl/gae")
-    assert recheck.reason_not_rechecked("posttrain/dpo") == ""
 
 
 # -- what the parent makes of a child's frames ---------------------------------------------------------------------

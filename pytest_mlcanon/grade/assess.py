@@ -10,10 +10,12 @@ The child's frames are claims. The parent:
   only the test outcomes (which tests are probes and input checks is its own calibration's call)
   and the run-time shape trace (forging one only costs the student);
 * decides correctness with its own seeded re-check: the learner's outputs on fresh inputs, compared
-  here with the reference's (``compare``). A failed re-check voids the test credit, and one that
-  contradicts a clean sweep of passing tests is an integrity flag (INT010);
-* lists every integrity finding: the static scan's, the guard's run-time reports, and a corrupted
-  or forged channel (INT107).
+  here with the answers the trusted verifier computed (``compare``). A failed re-check voids the test
+  credit, and one that contradicts a clean sweep of passing tests is an integrity flag (INT010); an
+  item no case reaches is ``unverified`` and earns what the teacher's ``[recheck] unverified`` says;
+* lists every integrity finding: the static scan's, the guard's run-time reports, a forbidden kernel
+  the detector saw dispatched during the re-check (INT005), a corrupted or forged channel (INT107)
+  and processes left behind (INT110).
 """
 
 from __future__ import annotations
@@ -26,30 +28,19 @@ from typing import Any, TypeVar
 
 from pytest_mlcanon import catalog, rubric
 from pytest_mlcanon.evidence import EvidenceError, ItemEvidence, RecheckFailure, ShapeTrace, Status
-from pytest_mlcanon.grade import integrity, recheck
-from pytest_mlcanon.grade.channel import CodecError, decode
-from pytest_mlcanon.grade.compare import compare
+from pytest_mlcanon.grade import integrity
+from pytest_mlcanon.grade.compare import Context, compare
 from pytest_mlcanon.grade.config import GradeConfig
 from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
 from pytest_mlcanon.grade.runner import JobRun
+from pytest_mlcanon.grade.values import CodecError, Unverifiable, decode
+from pytest_mlcanon.grade.verifier import Calibration
 from pytest_mlcanon.rubric.model import AXES, Finding, ItemScore, Outcome, Verdict, judge
 from pytest_mlcanon.settings import Settings
 
 _T = TypeVar("_T")
 FRAME_KINDS = frozenset({"hello", "start", "phase", "collected", "outcome", "recheck", "violation", "evidence", "done",
                          "harness-error", "oversize", "limit"})
-
-
-@dataclass
-class Calibration:
-    """The zygote's reference run: expected test ids, reference failures and re-check cases per item."""
-
-    nodeids: dict[str, list[str]] = field(default_factory=dict)
-    failed: dict[str, list[str]] = field(default_factory=dict)
-    cases: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    log: str = ""
-    probes: dict[str, list[str]] = field(default_factory=dict)
-    contract: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -62,6 +53,7 @@ class Claims:
     violations: list[Finding] = field(default_factory=list)
     evidence: dict[str, ItemEvidence] = field(default_factory=dict)  # by slug
     done: bool = False
+    left_running: int = 0  # processes the child says were alive in its PID namespace as it ended
     output_limit: bool = False
     harness_error: str = ""
     protocol: list[str] = field(default_factory=list)
@@ -105,6 +97,8 @@ def read_frames(frames: list[dict[str, Any]]) -> Claims:
                 claims.evidence[evidence.slug] = evidence
         elif kind == "done":
             claims.done = True
+            left = frame.get("left_running")
+            claims.left_running = min(left, 10_000) if isinstance(left, int) and left > 0 else 0
         elif kind == "limit":
             claims.output_limit = frame.get("name") == "output"
         elif kind == "harness-error":
@@ -154,7 +148,7 @@ def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, 
     result.status, ending = _status(run, claims, item, config)
     outcomes, result.tests = _tests(item, calibration, claims, run, result.status, ending, config)
     result.recheck = _recheck(item, calibration, claims, config)
-    result.integrity = _integrity(scan_findings, claims, run)
+    result.integrity = _integrity(scan_findings, claims, run) + _dispatched(item, calibration, claims, result.files)
     broken, judged = "", None
     if result.status.scored:
         broken, judged = _score(result, sources, outcomes, claims, settings, scorer)
@@ -174,6 +168,8 @@ def _status(run: JobRun, claims: Claims, item: catalog.Item, config: GradeConfig
         return Status.TIMEOUT, f"the job ran over {limits.wall_s:g} s{where}"
     if run.killed == "memory":
         return Status.KILLED, f"memory over {limits.memory_mb} MB{where}"
+    if run.killed == "channel":
+        return Status.KILLED, f"the result channel was forged or corrupted: {run.channel_error}"[:300]
     if run.exit is not None and run.exit.signal == signal.SIGXCPU:
         return Status.TIMEOUT, f"CPU limit of {limits.cpu_s:g} s{where}"
     if (run.exit is not None and run.exit.signal == signal.SIGXFSZ) or claims.output_limit:
@@ -231,31 +227,41 @@ def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: Jo
 
 
 def _recheck(item: catalog.Item, calibration: Calibration, claims: Claims, config: GradeConfig) -> Recheck:
-    reason = recheck.reason_not_rechecked(item.slug)
+    """The parent's verification of the item's correctness: each case's answer compared with the
+    verifier's; ``unverified`` (and the teacher's policy for it) where no case reaches the item."""
+    policy = config.unverified
     if not config.recheck:
-        return Recheck("not re-checked", "turned off in the teacher's config")
+        return Recheck("unverified", "the re-check is turned off in the teacher's config", policy=policy)
     if item.slug in config.recheck_skip:
-        return Recheck("not re-checked", "skipped in the teacher's config")
-    if reason:
-        return Recheck("not re-checked", reason)
+        return Recheck("unverified", "the re-check skips this item in the teacher's config", policy=policy)
     cases = calibration.cases.get(item.slug, [])
+    coverage = calibration.coverage.get(item.slug, {})
+    uncovered = [name for name, how in coverage.items() if how.startswith("unverified")]
     if not cases:
-        return Recheck("not re-checked", "the reference tests make no call with plain-data arguments to re-run")
+        why = "; ".join(f"{name}: {how.removeprefix('unverified: ')}" for name, how in coverage.items()
+                        if how.startswith("unverified")) or "the reference tests make no call the re-check can carry"
+        return Recheck("unverified", why[:300], unverified=uncovered, policy=policy)
     problems: list[str] = []
     missing = 0
+    unsure: dict[str, str] = {}
     for index, case in enumerate(cases):
         answer = claims.recheck.get(index)
         if answer is None:
             missing += 1
             continue
-        call = f"{case['function']}(case {index + 1})"
+        call = f"{_case_label(case)}(case {index + 1})"
         try:
             got = decode(answer.get("result"))
-            problems += compare(decode(case["expected"]), got, call)
+            if isinstance(got, Unverifiable):
+                unsure.setdefault(case["function"], got.why)
+                continue
+            context = Context.of(item.slug, case)
+            problems += compare(decode(case["expected"]), got, call, context)
             mutated = answer.get("mutated")
             after: dict[str, Any] = mutated if isinstance(mutated, dict) else {}
             for key, value in case["mutated"].items():
-                problems += compare(decode(value), decode(after.get(key)), f"{call} argument {key} after the call")
+                problems += compare(decode(value), decode(after.get(key)), f"{call} {_argument(key)} after the call",
+                                    context.for_argument())
         except CodecError as exc:
             claims.protocol.append(f"an undecodable re-check answer ({exc})")
             problems.append(f"{call}: the answer could not be decoded")
@@ -263,13 +269,52 @@ def _recheck(item: catalog.Item, calibration: Calibration, claims: Claims, confi
         return Recheck("not run", f"{missing} of {len(cases)} calls never answered", len(cases), problems[:4])
     if problems:
         return Recheck("failed", f"{len(problems)} difference(s) on fresh inputs", len(cases), problems[:4])
-    return Recheck("passed", f"{len(cases)} calls agree with the reference on fresh inputs", len(cases))
+    verified = len(cases) - sum(1 for c in cases if c["function"] in unsure)
+    names = uncovered + sorted(unsure)
+    if not verified:
+        return Recheck("unverified", "; ".join(f"{k}: {v}" for k, v in unsure.items())[:300], len(cases),
+                       unverified=names, policy=policy)
+    tail = f"; not verified: {', '.join(names)}" if names else ""
+    return Recheck("passed", f"{verified} calls agree with the reference on fresh inputs{tail}"[:300], len(cases),
+                   unverified=names)
+
+
+def _case_label(case: dict[str, Any]) -> str:
+    if case.get("kind") == "script":
+        return f"{case['function']}.{'/'.join(dict.fromkeys(step['method'] for step in case['steps']))}"
+    return str(case["function"])
+
+
+def _argument(key: str) -> str:
+    if key == "state":
+        return "its parameters"
+    name = key.removeprefix("init.")
+    prefix = "constructor argument" if key.startswith("init.") else "argument"
+    return f"{prefix} {name}"
+
+
+def _dispatched(item: catalog.Item, calibration: Calibration, claims: Claims, files: list[str]) -> list[Finding]:
+    """INT005 for each forbidden shortcut the job's detector saw run during a re-check case (by its
+    kernels or its code, whatever name reached it)."""
+    cases = calibration.cases.get(item.slug, [])
+    found: dict[str, str] = {}
+    for index, answer in sorted(claims.recheck.items()):
+        hits = answer.get("forbidden")
+        for name in hits if isinstance(hits, list) else []:
+            if name in item.forbidden and name not in found:
+                label = _case_label(cases[index]) if 0 <= index < len(cases) else "a re-check case"
+                found[name] = f"`{name}` ran during the re-check of {label}"
+    return [integrity.finding("INT005", files[0] if files else "", 0, detail) for detail in found.values()]
 
 
 def _integrity(scan_findings: list[Finding], claims: Claims, run: JobRun) -> list[Finding]:
     found = list(scan_findings) + claims.violations
     problems = claims.protocol + ([run.channel_error] if run.channel_error else [])
     found += [integrity.finding("INT107", "", 0, problem) for problem in dict.fromkeys(problems)]
+    leftovers = max(run.leftovers, claims.left_running)
+    if leftovers:
+        found.append(integrity.finding("INT110", "", 0, f"{leftovers} process(es) still ran after the job "
+                                                        "ended; all were killed"))
     return found
 
 
@@ -310,7 +355,9 @@ def _award(result: ItemResult, config: GradeConfig) -> None:
     full = result.max_points
     result.axis_points = {axis: 0.0 for axis in AXES}
     result.axis_max = {axis: round(full * points.share(axis), 4) for axis in AXES}
-    credited = result.status.scored and result.recheck.status not in ("failed", "not run")
+    check = result.recheck
+    ran = result.status.scored
+    credited = ran and (check.status == "passed" or (check.status == "unverified" and check.policy == "award"))
     advice = not config.settings().contract_required
     graded = [t for t in result.tests if not t.probe and not (t.contract and advice) and t.outcome != "skipped"]
     total = sum(t.weight for t in graded)
@@ -318,6 +365,8 @@ def _award(result: ItemResult, config: GradeConfig) -> None:
         test.max_points = full * points.share("correctness") * test.weight / total if total else 0.0
         test.points = test.max_points if credited and test.outcome == "passed" else 0.0
     result.axis_points["correctness"] = sum(t.points for t in graded)
+    if ran and check.status == "unverified" and check.policy == "review":
+        check.withheld = round(sum(t.max_points for t in graded if t.outcome == "passed"), 4)
     for axis in AXES[1:]:
         result.axis_points[axis] = full * points.share(axis) if result.axes.get(axis) else 0.0
     if result.flagged and config.on_flag == "zero":
@@ -339,12 +388,22 @@ def _verdict(result: ItemResult, ending: str, judged: Verdict | None) -> str:
 
 
 def _outcome_line(result: ItemResult, ending: str, judged: Verdict | None) -> str:
-    """``no 4/5: correctness failed (8 of 39 tests)`` for a scored item, else what stopped it."""
+    """``no 4/5: correctness failed (8 of 39 tests)`` for a scored item (and what its unverified
+    correctness earned), else what stopped it."""
     if result.status is Status.SCORED and result.score is not None and judged is not None:
-        return judged.with_score(result.score)[:300]
+        line = judged.with_score(result.score)
+        if result.recheck.status == "unverified":
+            line += f"; {_unverified_line(result.recheck)}"
+        return line[:300]
     passed = result.tests_count("passed")
     tail = f"; {passed} of {len(result.tests)} tests had passed" if result.tests else ""
     return f"{result.status}: {ending}{tail}"[:300]
+
+
+def _unverified_line(check: Recheck) -> str:
+    earned = {"award": "awarded as the tests claim", "zero": "no points",
+              "review": f"{check.withheld:g} points held for review"}.get(check.policy, "")
+    return f"correctness unverified ({earned}): {check.detail}"
 
 
 def not_run(item: catalog.Item, status: Status, message: str, config: GradeConfig) -> ItemResult:

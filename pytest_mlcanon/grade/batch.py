@@ -5,7 +5,9 @@
    parent scans (``scan``) and later scores exactly these bytes, whatever a job does to its own
    working copy; the scan and the scoring run in limited worker processes (``worker``), since the
    files are untrusted input to them;
-3. start the zygote and calibrate: the reference run gives the expected tests and the re-check cases;
+3. start the zygote (it imports torch and compiles the tests, never a reference) and the verifier (a
+   separate trusted process: its reference run gives the expected tests and the re-check cases, which
+   the parent keeps in memory);
 4. run every (student, item) job on ``workers`` threads, each in a fresh job folder (a read-only
    working copy, a scratch folder, a trusted ``pytest.ini``) under a sandbox uid of its own;
 5. assess each job (``assess``) into its gradebook cell; a job that fails for any reason becomes a
@@ -35,23 +37,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mlcanon import catalog, rubric
+from pytest_mlcanon import catalog, rubric, stubs
 from pytest_mlcanon.evidence import Status
-from pytest_mlcanon.grade import discover, recheck, sandbox, scan, snapshot, uids
+from pytest_mlcanon.grade import discover, forbidden, recheck, sandbox, scan, snapshot, uids, verifier
 from pytest_mlcanon.grade import shard as shard_mod
-from pytest_mlcanon.grade.assess import Calibration, assess, not_run
+from pytest_mlcanon.grade.assess import assess, not_run
 from pytest_mlcanon.grade.child import JobRequest
 from pytest_mlcanon.grade.config import GradeConfig, workers
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult, StudentResult, cleaned
 from pytest_mlcanon.grade.progress import Progress
-from pytest_mlcanon.grade.runner import JobRun, Limits, Zygote, ZygoteError, run_job
+from pytest_mlcanon.grade.runner import JobRun, Limits, Zygote, run_job
 from pytest_mlcanon.grade.sandbox import SandboxSpec
 from pytest_mlcanon.grade.text import clean, readable
+from pytest_mlcanon.grade.verifier import Calibration
 from pytest_mlcanon.grade.worker import WorkerError, WorkerPool
 from pytest_mlcanon.impl import Impl
 from pytest_mlcanon.layout import tests_dir
 from pytest_mlcanon.redirect import reference_dir
 from pytest_mlcanon.rubric.model import Finding
+
+#: The grader's own folder in the batch's root: the zygote's and the verifier's logs and scratch, 0700.
+PRIVATE = "private"
 
 
 class BatchError(RuntimeError):
@@ -80,14 +86,16 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
     seed = config.seed if config.seed is not None else secrets.randbits(31)
     settings = config.settings()
     root = Path(tempfile.mkdtemp(prefix="mlcanon-grade-"))
-    os.chmod(root, 0o711)
+    os.chmod(root, 0o711)  # the jobs' folders are inside; nothing else in it is readable by a job
+    (root / PRIVATE).mkdir(mode=0o700)
     count = 0
     warm: _Warm | None = None
+    undumpable = _undumpable()  # the calibration will be in this process's memory: no same-user reader
     pool = WorkerPool(workers(config))
     uid_pool: uids.UidPool | None = None
     try:
         uid_pool = uids.UidPool(config.uid_base, workers(config)) if os.geteuid() == 0 and config.user else None
-        confinement = probe(root, config, uid_pool)
+        confinement = probe(root, config, uid_pool, items)
         if any(sub.impl is not None for sub in subs):
             warm = _Warm(root, items, seed, config)  # the zygote imports torch and calibrates meanwhile
         students, cells, jobs = _plan(subs, items, root / "snapshots", config, pool)
@@ -101,6 +109,8 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
         if uid_pool is not None:
             uid_pool.close()
         remove_tree(root)
+        if undumpable:
+            _set_dumpable(True)
     unsandboxed = confinement.missing
     for student in students:
         student.items = [_marked(cells[(student.student, item.slug)], unsandboxed) for item in items]
@@ -111,6 +121,26 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
     return Gradebook([i.slug for i in items], {i.slug: i.title for i in items}, students, [seed],
                      [f"{shard[0]}/{shard[1]}"] if shard else [], sandbox_notes, notes, config.to_dict(),
                      round(time.monotonic() - started, 2), count, unsandboxed=list(unsandboxed))
+
+
+
+PR_SET_DUMPABLE = 4
+
+
+def _undumpable() -> bool:
+    """Make this process undumpable while it holds the calibration: without root, the jobs run as
+    its user, and another process of a user may read a dumpable process's memory (``/proc/PID/mem``,
+    ``ptrace``). Returns whether it was done (restored when the batch ends)."""
+    return _set_dumpable(False)
+
+
+def _set_dumpable(dumpable: bool) -> bool:
+    import ctypes
+
+    try:
+        return int(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def _marked(cell: ItemResult, unsandboxed: list[str]) -> ItemResult:
@@ -152,9 +182,12 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
             more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
             student.problem = clean(f"files not graded: {', '.join(skipped[:5])}{more}", 600)
         for item in items:
-            missing = Impl(folder, "--impl").missing_modules(item)
-            if missing:
-                cells[(sub.student, item.slug)] = not_run(item, Status.NOT_ATTEMPTED, _absent(missing, skipped), config)
+            impl = Impl(folder, "--impl")
+            missing = impl.missing_modules(item)
+            stub = "" if missing else still_stub(impl, item)
+            if missing or stub:
+                cells[(sub.student, item.slug)] = not_run(item, Status.NOT_ATTEMPTED,
+                                                          stub or _absent(missing, skipped), config)
             else:
                 wanted.append((sub.student, item, folder))
     jobs: list[Job] = []
@@ -181,9 +214,28 @@ def _absent(missing: tuple[str, ...], skipped: list[str]) -> str:
     return "; ".join(one(m) for m in missing)
 
 
+def still_stub(impl: Impl, item: catalog.Item) -> str:
+    """Why ``item`` is not attempted in ``impl`` although its files are there: every one is still the
+    stub ``mlcanon stubs`` wrote (its docstrings are the reference's, worth nothing); else ''."""
+    files = impl.files(item)
+    if files and all(_untouched(path) for path in files):
+        return f"{', '.join(f'{m}.py' for m in item.modules)} still the stub (every function raises NotImplementedError)"
+    return ""
+
+
+def _untouched(path: Path) -> bool:
+    """``stubs.unimplemented`` on an untrusted file: one that cannot be parsed (nested too deep for
+    the parser) is not a stub, and goes on to the job and the scan, which say what is wrong with it."""
+    try:
+        return stubs.unimplemented(path)
+    except (RecursionError, MemoryError):
+        return False
+
+
 class _Warm:
-    """The zygote, started and calibrated on a thread of its own while the parent snapshots and scans
-    the class (importing torch and the reference run take one core; the scans the other)."""
+    """The zygote and the verifier, started on a thread of their own while the parent snapshots and
+    scans the class: the zygote imports torch and compiles the items' tests; the verifier, a separate
+    process, runs the reference tests (the calibration) and builds the re-check cases."""
 
     def __init__(self, root: Path, items: tuple[catalog.Item, ...], seed: int, config: GradeConfig) -> None:
         self.zygote: Zygote | None = None
@@ -197,16 +249,17 @@ class _Warm:
     def _start(self, root: Path, items: tuple[catalog.Item, ...], seed: int, config: GradeConfig) -> None:
         try:
             try:
-                self.zygote = Zygote(root, wait=False)
+                self.zygote = Zygote(root, wait=False, private=root / PRIVATE)
             finally:
                 self._started.set()
+            self.calibration = _calibrate(root, items, seed, config)
             self.zygote.wait_ready()
-            self.calibration = _calibrate(self.zygote, root, items, seed, config)
+            self.zygote.warm(_test_files(items), dispatch=any(forbidden.uses_dispatch(i.forbidden) for i in items))
         except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread by ``ready``
             self.error = exc
 
     def ready(self) -> tuple[Zygote, Calibration]:
-        """The calibrated zygote; raises what went wrong (as ``BatchError``)."""
+        """The warm zygote and the calibration; raises what went wrong (as ``BatchError``)."""
         self._thread.join()
         if self.error is not None:
             if isinstance(self.error, (BatchError, KeyboardInterrupt, SystemExit)):
@@ -217,13 +270,19 @@ class _Warm:
         return self.zygote, self.calibration
 
     def close(self) -> None:
-        """Stop the zygote, at once if it is still starting or calibrating (the batch was interrupted)."""
+        """Stop the zygote, at once if it is still starting (the batch was interrupted)."""
         self._started.wait()
         busy = self._thread.is_alive()
         zygote, self.zygote = self.zygote, None
         if zygote is not None:
             zygote.close(now=busy)
         self._thread.join()
+
+
+
+def _test_files(items: tuple[catalog.Item, ...]) -> list[str]:
+    base = tests_dir()
+    return [str(base / "conftest.py"), *dict.fromkeys(str(base / name) for item in items for name in item.test_files)]
 
 
 def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Path, warm: _Warm, config: GradeConfig,
@@ -274,20 +333,19 @@ def _drain(pending: queue.Queue[Job]) -> None:
             return
 
 
-def _calibrate(zygote: Zygote, root: Path, items: tuple[catalog.Item, ...], seed: int,
-               config: GradeConfig) -> Calibration:
-    folder = root / "calibration"
-    folder.mkdir()
+def _calibrate(root: Path, items: tuple[catalog.Item, ...], seed: int, config: GradeConfig) -> Calibration:
+    """The verifier's reference run, in the grader's private folder; its result stays in memory."""
+    folder = root / PRIVATE / "calibration"
+    folder.mkdir(mode=0o700)
     ini = folder / "pytest.ini"
     ini.write_text(_ini(config), encoding="utf-8")
     try:
-        raw = zygote.calibrate(
-            timeout=config.limits.wall_s * len(items) + 300, items=",".join(i.slug for i in items), seed=seed,
-            skip=list(config.recheck_skip), recheck=config.recheck, dir=str(folder), ini=str(ini),
-            tests_dir=str(tests_dir()), options=[], out=str(folder / "calibration.pickle"))
-    except ZygoteError as exc:
-        raise BatchError(f"the reference run failed: {exc}") from exc
-    return Calibration(raw["nodeids"], raw["failed"], raw["cases"], raw["log"], raw["probes"], raw["contract"])
+        return verifier.calibrate(
+            root / PRIVATE, timeout=config.limits.wall_s * len(items) + 300, items=",".join(i.slug for i in items),
+            seed=seed, skip=list(config.recheck_skip), recheck=config.recheck, dir=str(folder), ini=str(ini),
+            tests_dir=str(tests_dir()), options=[])
+    except verifier.VerifierError as exc:
+        raise BatchError(str(exc)) from exc
 
 
 def _reference_notes(calibration: Calibration) -> list[str]:
@@ -379,12 +437,13 @@ class _Runner:
         job_dir = self.root / f"job-{job.index:04d}"
         work, scratch, ini = self._prepare(job, job_dir, uid)
         limits = self.config.limits
+        hidden = reference_files(job.item)
         spec = SandboxSpec(str(job_dir), str(work), str(scratch), uid, uid, self.config.network,
-                           self.config.filesystem, limits.cpu_s, limits.memory_mb, limits.output_mb, limits.processes)
+                           self.config.filesystem, limits.cpu_s, limits.memory_mb, limits.output_mb, limits.processes,
+                           hidden)
         cases = self.calibration.cases.get(job.item.slug, []) if self.config.recheck else []
         request = JobRequest(job.index, job.student, job.item.slug, spec, str(ini), str(tests_dir()),
-                             recheck.child_cases(cases), (str(tests_dir()), str(self.snapshots)),
-                             tuple(str(reference_dir() / f) for f in job.item.module_files))
+                             recheck.child_cases(cases), (str(tests_dir()), str(self.snapshots)), hidden)
         try:
             return run_job(self.zygote, request, job_dir / "request.pickle", self.limits,
                            lambda pid: uids.sweep(uid, pid), on_forked)
@@ -420,18 +479,33 @@ def job_folder(job_dir: Path, name: str, source: Path | None, uid: int | None, i
     return work, scratch, ini
 
 
-def probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None) -> sandbox.Confinement:
+
+def reference_files(item: catalog.Item) -> tuple[str, ...]:
+    """The item's own reference modules and their compiled copies: what a job must not read."""
+    base = reference_dir()
+    found = []
+    for module in item.modules:
+        source = base / f"{module}.py"
+        found.append(str(source))
+        found += sorted(str(p) for p in (source.parent / "__pycache__").glob(f"{source.stem}.*.pyc"))
+    return tuple(found)
+
+
+def probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None,
+          items: tuple[catalog.Item, ...] = ()) -> sandbox.Confinement:
     """Confine a throwaway process as every job will be (``sandbox.probe``): the batch's own account of
-    its sandbox, from a process that ran none of a submission's code. Where the sandbox would leave a
-    job something to reach (``Confinement.missing``), the batch refuses (``BatchError``, one line)
-    unless the teacher passed ``--unsafe-no-sandbox``."""
+    its sandbox, from a process that ran none of a submission's code (it covers the ``items``' reference
+    files as a job covers its item's). Where the sandbox would leave a job something to reach
+    (``Confinement.missing``), the batch refuses (``BatchError``, one line) unless the teacher passed
+    ``--unsafe-no-sandbox``."""
     uid = uid_pool.acquire() if uid_pool is not None else None
     folder = root / "probe"
     try:
         work, scratch, _ = job_folder(folder, "work", None, uid, "")
         limits = config.limits
         spec = SandboxSpec(str(folder), str(work), str(scratch), uid, uid, config.network, config.filesystem,
-                           limits.cpu_s, limits.memory_mb, limits.output_mb, limits.processes)
+                           limits.cpu_s, limits.memory_mb, limits.output_mb, limits.processes,
+                           tuple(path for item in items for path in reference_files(item)))
         confinement = sandbox.probe(spec)
     except sandbox.ProbeError as exc:
         raise BatchError(str(exc)) from exc

@@ -1,10 +1,11 @@
 """One grading job in the child the zygote forked for it: confine, guard, re-check, test, report.
 
 Order matters. The sandbox and the audit hook are in place before the learner's first line runs.
-The re-check comes before the tests, so a submission cannot forge passing tests and then hang or
-exit before the one check it cannot forge: if the child dies in the re-check, no test ran. The
-tests then run through the plugin as ``pytest --canon-item`` runs them, gathering evidence only,
-with ``stream`` sending each start and outcome as it happens and each item's evidence at the end.
+The tests run through the plugin as ``pytest --canon-item`` runs them, gathering evidence only,
+with ``stream`` sending each start and outcome as it happens and each item's evidence at the end;
+the re-check (``replay``) runs in the same session, on the modules it imported, before the first
+test, so a submission cannot forge passing tests and then hang or exit before the one check it
+cannot forge: if the child dies in the re-check, no test ran.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import errno
 import os
 import traceback
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pytest_mlcanon.grade import sandbox
@@ -78,9 +78,9 @@ def _harness_error(channel: ChannelWriter, exc: BaseException) -> int:
 def _run(request: JobRequest, channel: ChannelWriter) -> int:
     import pytest
 
-    from pytest_mlcanon import redirect
-    from pytest_mlcanon.grade import recheck
+    from pytest_mlcanon import catalog
     from pytest_mlcanon.grade.guard import Guard
+    from pytest_mlcanon.grade.replay import ReplayPlugin
     from pytest_mlcanon.grade.stream import StreamPlugin
 
     work = request.spec.work_dir
@@ -88,12 +88,21 @@ def _run(request: JobRequest, channel: ChannelWriter) -> int:
                   request.protected_files)
     guard.snapshot()
     guard.install()
-    if request.cases:
-        redirect.install(Path(work))
-        recheck.replay(request.cases, channel)
-        redirect.uninstall()
-    channel.send("phase", name="tests")
     argv = pytest_argv(request.ini, request.tests_dir, request.item, work, request.options)
-    pytest.main(argv, plugins=[StreamPlugin(channel, guard)])
-    channel.send("done")
+    replay = ReplayPlugin(request.cases, channel, catalog.get(request.item).forbidden)
+    pytest.main(argv, plugins=[replay, StreamPlugin(channel, guard)])
+    replay.run()  # pytest stopped before its test loop (a usage error): the cases still get their answers
+    channel.send("done", left_running=left_running())
     return EXIT_OK
+
+
+def left_running() -> int:
+    """How many other processes are alive in this job's PID namespace as it ends (0 outside one). The
+    kernel kills them when the job, PID 1 of the namespace, exits, before the parent's sweep could see
+    them; this count (the child's word: a tripwire) is how they are still flagged."""
+    if os.getpid() != 1:
+        return 0
+    try:
+        return sum(1 for entry in os.listdir("/proc") if entry.isdigit() and entry != "1")
+    except OSError:
+        return 0

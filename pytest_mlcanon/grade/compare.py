@@ -1,63 +1,115 @@
-"""The parent's own comparison of a learner's re-check answers with the reference's (numpy only).
+"""The parent's own comparison of a job's re-check answers with the verifier's (numpy only).
 
-Values are compared structurally, led by the expected value: a dataclass or named tuple field by
-field, sequences item by item, tensors and arrays by shape and then by value, with a tolerance set by
-the lower precision of the two dtypes (1e-2 for float16/bfloat16, 1e-4 relative for float32, 1e-6
-for float64), NaN and infinities in the same places. Types are not compared (the reference tests
-already pin dtypes and containers); values are.
+Values are compared structurally, led by the expected value, and must be of exactly the expected
+type: a tensor where a tensor is expected, of the same dtype (any floating precision for a floating
+one, compared at the lower precision); a dataclass or named tuple of the same name, field by field; a module of the same class, parameter by parameter; sequences item by item
+(a list and a tuple are both sequences; an int may stand for a float, never a bool for a number).
+Numbers are compared at the tolerance of the expected dtype, or of the case's inputs where they are
+less precise (a Python float computed from float32 tensors): ``testing.tolerance``, a few ulps of
+the larger of the expected values and 1 times the condition ``COND`` of a composed computation in
+that precision, or of the case's largest input times ``INPUT_COND`` (an output that is a difference
+of large inputs), whichever is larger. NaN and infinities must be in the
+same places (a masked value written as the dtype's lowest finite number counts as ``-inf``); integers
+and booleans must be equal.
+
+Outputs defined only up to an implementation's choice are compared in a canonical form
+(``CANONICAL``): k-means clusters up to a relabelling, PCA components up to their signs.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_mlcanon.grade.channel import Array, Opaque, Raised, Record
+from pytest_mlcanon.grade.values import (
+    TAG,
+    Array,
+    CodecError,
+    Ignored,
+    Module,
+    Opaque,
+    Raised,
+    Record,
+    decode_array,
+)
+from pytest_mlcanon.testing import tolerance
 
-TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2), "float32": (1e-4, 1e-5), "float64": (1e-6, 1e-8)}
-EXACT = (0.0, 0.0)
+#: The condition number allowed per dtype: a composed computation (a loss through log-softmax, two
+#: optimizer steps) in that precision, evaluated in another order, may differ by this many times a
+#: few ulps of the magnitude at stake. Low precision keeps the dtype's own tolerance.
+COND = {"float64": 1e8, "float32": 512.0}
+#: The condition allowed on the magnitude of the case's inputs, for an output that is a difference of
+#: them (a DPO margin of sequence log-probabilities near -12).
+INPUT_COND = 16.0
+#: The lowest finite value of each dtype: a masked logit written as it (``finfo.min``) or as ``-inf``
+#: is the same choice, and both are compared as ``-inf``.
+LOWEST = {"float64": -1.7976931348623157e308, "float32": -3.4028234663852886e38, "bfloat16": -3.3895313892515355e38,
+          "float16": -65504.0}
 MAX_PROBLEMS = 4
+#: (item, function or class) -> its canonical form.
+CANONICAL = {("classical/kmeans", "kmeans"): "clusters", ("classical/pca", "PCA"): "signs"}
 
 
-def compare(expected: Any, got: Any, where: str = "result") -> list[str]:
+@dataclass(frozen=True)
+class Context:
+    """What a comparison needs beyond the two values."""
+
+    scale: float = 0.0  # the largest finite |float| among the case's inputs
+    precision: str = "float64"  # the lowest floating precision among the case's inputs
+    canonical: str = ""
+    argument: bool = False  # an argument after the call: a model's mode and flags are its caller's business
+
+    @classmethod
+    def of(cls, slug: str, case: dict[str, Any]) -> Context:
+        inputs = [case.get(key) for key in ("init", "state", "steps")]
+        scale, precision = _inputs(inputs)
+        return cls(scale, precision, CANONICAL.get((slug, str(case.get("function"))), ""))
+
+    def for_argument(self) -> Context:
+        return replace(self, canonical="", argument=True)
+
+
+def compare(expected: Any, got: Any, where: str = "result", context: Context | None = None) -> list[str]:
     """Differences between the decoded expected and actual values; empty when they agree."""
+    context = context or Context()
     problems: list[str] = []
-    _compare(expected, got, where, problems)
+    if context.canonical:
+        got = _canonical(context.canonical, expected, got)
+    _compare(expected, got, where, problems, context)
     return problems[:MAX_PROBLEMS]
 
 
-def _compare(expected: Any, got: Any, where: str, problems: list[str]) -> None:
-    if len(problems) >= MAX_PROBLEMS:
+def _compare(expected: Any, got: Any, where: str, problems: list[str], context: Context) -> None:  # noqa: PLR0911
+    if len(problems) >= MAX_PROBLEMS or isinstance(expected, Ignored):
         return
     if isinstance(got, Raised):
         problems.append(f"{where}: raised {got.type}: {got.message}")
         return
-    if isinstance(got, Opaque) and not isinstance(expected, Opaque):
-        problems.append(f"{where}: returned a {got.type}")
+    if isinstance(expected, Opaque) or isinstance(got, Opaque):
+        if expected != got:
+            problems.append(f"{where}: expected {_kind(expected)}, got {_kind(got)}")
+        return
+    if isinstance(expected, Module):
+        _compare_module(expected, got, where, problems, context)
         return
     if isinstance(expected, Record):
+        if not isinstance(got, Record) or got.type != expected.type:
+            problems.append(f"{where}: expected a {expected.type}, got {_kind(got)}")
+            return
         for name, value in expected.fields.items():
-            if isinstance(got, Record):
-                other = got.fields.get(name, _MISSING)
-            elif isinstance(got, dict):
-                other = got.get(name, _MISSING)
-            else:
-                other = _MISSING
-            if other is _MISSING:
+            if name not in got.fields:
                 problems.append(f"{where}.{name}: missing")
             else:
-                _compare(value, other, f"{where}.{name}", problems)
+                _compare(value, got.fields[name], f"{where}.{name}", problems, context)
         return
     if isinstance(expected, (tuple, list)):
-        items = got.fields.values() if isinstance(got, Record) else got
-        if not isinstance(items, (tuple, list)) and not isinstance(got, Record):
+        if not isinstance(got, (tuple, list)):
             problems.append(f"{where}: expected a sequence of {len(expected)}, got {_kind(got)}")
-            return
-        items = list(items)
-        if len(items) != len(expected):
-            problems.append(f"{where}: expected {len(expected)} values, got {len(items)}")
-            return
-        for index, (want, have) in enumerate(zip(expected, items)):
-            _compare(want, have, f"{where}[{index}]", problems)
+        elif len(got) != len(expected):
+            problems.append(f"{where}: expected {len(expected)} values, got {len(got)}")
+        else:
+            for index, (want, have) in enumerate(zip(expected, got)):
+                _compare(want, have, f"{where}[{index}]", problems, context)
         return
     if isinstance(expected, dict):
         if not isinstance(got, dict):
@@ -67,61 +119,89 @@ def _compare(expected: Any, got: Any, where: str, problems: list[str]) -> None:
             if key not in got:
                 problems.append(f"{where}[{key!r}]: missing")
             else:
-                _compare(value, got[key], f"{where}[{key!r}]", problems)
+                _compare(value, got[key], f"{where}[{key!r}]", problems, context)
         return
-    if isinstance(expected, Array) or isinstance(got, Array) or _number(expected):
-        _compare_values(expected, got, where, problems)
+    if isinstance(expected, Array) or _number(expected):
+        if _type_of(expected) != _type_of(got):
+            problems.append(f"{where}: expected {_kind(expected)}, got {_kind(got)}")
+            return
+        _compare_values(expected, got, where, problems, context)
         return
-    if expected != got:
-        problems.append(f"{where}: expected {expected!r}, got {_kind(got)}")
+    if expected != got or type(expected) is not type(got):
+        problems.append(f"{where}: expected {expected!r}"[:120] + f", got {_kind(got)}")
 
 
-_MISSING = object()
+def _compare_module(expected: Module, got: Any, where: str, problems: list[str], context: Context) -> None:
+    if not isinstance(got, Module) or got.type != expected.type:
+        problems.append(f"{where}: expected a {expected.type} module, got {_kind(got)}")
+        return
+    if set(got.parameters) != set(expected.parameters):
+        problems.append(f"{where}: parameters {sorted(got.parameters)[:4]} instead of {sorted(expected.parameters)[:4]}")
+        return
+    if not context.argument and got.training != expected.training:
+        problems.append(f"{where}: in {'training' if got.training else 'eval'} mode, the reference's is "
+                        f"{'training' if expected.training else 'eval'}")
+    for name, value in expected.parameters.items():
+        have = got.parameters[name]
+        if not context.argument and have.requires_grad != value.requires_grad:
+            problems.append(f"{where}.{name}: requires_grad={have.requires_grad}, the reference's {value.requires_grad}")
+        _compare(value, have, f"{where}.{name}", problems, context)
 
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _as_array(value: Any) -> tuple[Any, str] | None:
+def _type_of(value: Any) -> str:
+    """What must match exactly: an array's kind and dtype (a floating dtype only as 'floating': the
+    precision of a result is the implementer's where the contract says 'computed in float32'; the
+    values are compared at the lower one); for Python numbers, 'number' (an int may stand for a
+    float); 'bool' for a bool."""
+    if isinstance(value, Array):
+        return f"{value.kind} {'floating' if value.dtype in EPS else value.dtype}"
+    if isinstance(value, bool):
+        return "bool"
+    if _number(value):
+        return "number"
+    return type(value).__name__
+
+
+def _as_array(value: Any) -> tuple[Any, str]:
     import numpy as np
 
     if isinstance(value, Array):
         return value.values, value.dtype
-    if isinstance(value, bool):
-        return np.asarray(value), "bool"
-    if isinstance(value, int):
-        return np.asarray(value), "int64"
-    if isinstance(value, float):
-        return np.asarray(value), "float64"
-    return None
+    return np.asarray(value), "float64" if isinstance(value, float) else "int64"
 
 
-def _compare_values(expected: Any, got: Any, where: str, problems: list[str]) -> None:
+def _compare_values(expected: Any, got: Any, where: str, problems: list[str], context: Context) -> None:
     import numpy as np
 
-    want, have = _as_array(expected), _as_array(got)
-    if want is None or have is None:
-        problems.append(f"{where}: expected {_kind(expected)}, got {_kind(got)}")
-        return
-    (w, w_dtype), (h, h_dtype) = want, have
+    (w, dtype), (h, got_dtype) = _as_array(expected), _as_array(got)
+    if dtype in EPS and got_dtype in EPS:
+        dtype = _lower(dtype, got_dtype)
     if w.shape != h.shape:
         problems.append(f"{where}: shape {tuple(h.shape)} instead of {tuple(w.shape)}")
         return
-    rtol, atol = _tolerance(w_dtype, h_dtype)
     w64, h64 = w.astype(np.float64), h.astype(np.float64)
+    if dtype in LOWEST:
+        w64[w64 <= LOWEST[dtype]] = -np.inf
+        h64[h64 <= LOWEST[dtype]] = -np.inf
+    dtype = _lower(dtype, context.precision) if dtype in EPS else dtype
     if not np.array_equal(np.isnan(w64), np.isnan(h64)):
         problems.append(f"{where}: NaN where the reference has {'none' if not np.isnan(w64).any() else 'a number'}")
         return
-    scale = max(1.0, float(np.max(np.abs(w64[np.isfinite(w64)]), initial=0.0)))
-    finite = np.isfinite(w64) & np.isfinite(h64)
-    same_inf = np.array_equal(np.isinf(w64), np.isinf(h64)) and np.array_equal(w64[np.isinf(w64)],
-                                                                                 h64[np.isinf(h64)])
-    close = np.abs(w64[finite] - h64[finite]) <= atol * scale + rtol * np.abs(w64[finite])
-    if same_inf and bool(close.all()):
-        return
-    if not same_inf:
+    if not (np.array_equal(np.isinf(w64), np.isinf(h64)) and np.array_equal(w64[np.isinf(w64)], h64[np.isinf(h64)])):
         problems.append(f"{where}: infinities differ from the reference")
+        return
+    finite = np.isfinite(w64)
+    if dtype in EPS:
+        tol = tolerance(dtype, max(float(np.max(np.abs(w64[finite]), initial=0.0)), 1.0), cond=COND.get(dtype, 1.0))
+        cancelled = tolerance(dtype, context.scale, cond=INPUT_COND).atol  # a difference of large inputs
+        close = np.abs(w64[finite] - h64[finite]) <= max(tol.atol, cancelled) + tol.rtol * np.abs(w64[finite])
+    else:
+        close = w64[finite] == h64[finite]
+    if bool(close.all()):
         return
     error = np.where(finite, np.abs(w64 - h64), 0.0).reshape(-1)
     flat = int(np.argmax(error))
@@ -130,16 +210,107 @@ def _compare_values(expected: Any, got: Any, where: str, problems: list[str]) ->
                     f"{float(w64.reshape(-1)[flat]):.6g}, got {float(h64.reshape(-1)[flat]):.6g})")
 
 
-def _tolerance(a: str, b: str) -> tuple[float, float]:
-    candidates = [TOLERANCE[d] for d in (a, b) if d in TOLERANCE]
-    if not candidates:
-        return EXACT
-    return max(candidates)
+def _inputs(encoded: Any) -> tuple[float, str]:
+    """The largest finite |float| in encoded inputs (recipes' parameters included) and their lowest
+    floating precision, without building the recipes (the parent never does)."""
+    import numpy as np
+
+    largest, precision = 0.0, "float64"
+    stack = [encoded]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            tag, dtype = value.get(TAG), value.get("dtype")
+            if dtype in EPS:
+                precision = _lower(precision, str(dtype))
+            if tag in ("tensor", "ndarray", "npscalar") and dtype in EPS:
+                try:
+                    values = decode_array(value).astype(np.float64)
+                except CodecError:
+                    continue
+                largest = max(largest, float(np.max(np.abs(values[np.isfinite(values)]), initial=0.0)))
+            elif tag == "float" and isinstance(value.get("hex"), str):
+                try:
+                    number = abs(float.fromhex(value["hex"]))
+                except ValueError:
+                    continue
+                largest = max(largest, number) if np.isfinite(number) else largest
+            else:
+                stack.extend(value.values())
+    return largest, precision
+
+
+#: Machine epsilon of the floating dtypes the codec carries.
+EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10}
+
+
+def _lower(a: str, b: str) -> str:
+    """The lower of two floating precisions."""
+    return a if EPS.get(a, 0.0) >= EPS.get(b, 0.0) else b
+
+
+# -- canonical forms ---------------------------------------------------------------------------------------
+
+
+def _canonical(form: str, expected: Any, got: Any) -> Any:
+    """``got`` brought to the form of ``expected`` where an implementation's choice separates them."""
+    if form == "clusters" and isinstance(expected, Record) and isinstance(got, Record):
+        return _relabelled(expected, got)
+    if form == "signs" and isinstance(expected, list) and isinstance(got, list):
+        return [_signs_matched(w, h) for w, h in zip(expected, got)] + got[len(expected):]
+    return got
+
+
+def _relabelled(expected: Record, got: Record) -> Record:
+    """k-means: the learner's cluster ``j`` renamed to the reference's cluster it overlaps most (when
+    that is a one-to-one map), centroids reordered to match; the iteration count and history, which
+    depend on the implementer's stopping rule, taken as the reference's."""
+    import numpy as np
+
+    labels, want = got.fields.get("labels"), expected.fields.get("labels")
+    centroids = got.fields.get("centroids")
+    if not (isinstance(labels, Array) and isinstance(want, Array) and isinstance(centroids, Array)
+            and labels.values.shape == want.values.shape):
+        return got
+    k = int(max(labels.values.max(initial=-1), want.values.max(initial=-1))) + 1
+    if k <= 0 or centroids.values.ndim != 2 or centroids.values.shape[0] != k:
+        return got
+    overlap = np.zeros((k, k), dtype=np.int64)
+    np.add.at(overlap, (labels.values.astype(np.int64), want.values.astype(np.int64)), 1)
+    mapping = overlap.argmax(axis=1)
+    if len(set(mapping.tolist())) != k:
+        return got
+    order = np.argsort(mapping)
+    fields = dict(got.fields)
+    fields["labels"] = replace(labels, values=mapping[labels.values.astype(np.int64)].astype(labels.values.dtype))
+    fields["centroids"] = replace(centroids, values=centroids.values[order])
+    for name in ("n_iter", "inertia_history"):
+        if name in expected.fields:
+            fields[name] = expected.fields[name]
+    return Record(got.type, fields)
+
+
+def _signs_matched(expected: Any, got: Any) -> Any:
+    """PCA: each column of a projection (or each row of components) flipped to the reference's sign."""
+    import numpy as np
+
+    if not (isinstance(expected, Array) and isinstance(got, Array) and expected.values.shape == got.values.shape
+            and expected.values.ndim == 2 and expected.dtype in COND):
+        return got
+    dots = np.sum(expected.values.astype(np.float64) * got.values.astype(np.float64), axis=0)
+    signs = np.where(dots < 0, -1.0, 1.0).astype(got.values.dtype)
+    return replace(got, values=got.values * signs[None, :])
 
 
 def _kind(value: Any) -> str:
     if isinstance(value, Array):
-        return f"a {value.kind} of shape {tuple(value.values.shape)}"
+        return f"a {value.dtype} {value.kind} of shape {tuple(value.values.shape)}"
     if isinstance(value, (Opaque, Record)):
         return f"a {value.type}"
-    return f"{value!r}"[:60]
+    if isinstance(value, Module):
+        return f"a {value.type} module"
+    if isinstance(value, dict) and TAG not in value:
+        return "a mapping"
+    return f"{type(value).__name__} {value!r}"[:60]

@@ -32,6 +32,9 @@ explanation = 1
 [recheck]
 enabled = true
 skip = []                 # items not re-checked
+unverified = "review"     # what an item whose correctness cannot be verified earns for it: "award" the
+                          # points its tests claim, hold them for "review" (the default: none until a
+                          # teacher looks), or "zero"
 
 [sandbox]
 network = true            # new network namespace where allowed
@@ -67,6 +70,8 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 CONFIG_NAME = "mlcanon-grade.toml"
 VISIBILITY = ("visible", "hidden", "after_due_date", "after_published")
+#: What an item whose correctness the re-check cannot verify earns for it (``[recheck] unverified``).
+UNVERIFIED = ("award", "review", "zero")
 DEFAULT_WEIGHTS = {"correctness": 6.0, "shapes": 1.0, "numerics": 1.0, "api": 1.0, "explanation": 1.0}
 #: The command-line flag of each key that has one (``mlcanon grade --help``).
 FLAGS = {"items": "--item", "workers": "--workers", "seed": "--seed", "wall_s": "--timeout",
@@ -116,6 +121,7 @@ class GradeConfig:
     points: Points = field(default_factory=Points)
     recheck: bool = True
     recheck_skip: tuple[str, ...] = ()
+    unverified: str = "review"
     network: bool = True
     filesystem: bool = True
     user: bool = True
@@ -137,7 +143,8 @@ class GradeConfig:
         return {"items": self.items, "seed": self.seed, "on_flag": self.on_flag, "limits": vars(self.limits),
                 "points": {"default": self.points.default, "per_item": self.points.per_item,
                            "weights": self.points.weights, "tests": [list(t) for t in self.points.tests]},
-                "recheck": self.recheck, "recheck_skip": list(self.recheck_skip), "visibility": self.visibility,
+                "recheck": self.recheck, "recheck_skip": list(self.recheck_skip), "unverified": self.unverified,
+                "visibility": self.visibility,
                 "test_visibility": self.test_visibility, "source": self.source}
 
 
@@ -205,6 +212,7 @@ def from_table(table: dict[str, Any], cli: dict[str, Any] | None = None, source:
         limits=limits, points=points,
         recheck=reader.value("enabled", recheck.get("enabled"), _bool, True, "recheck"),
         recheck_skip=reader.value("skip", recheck.get("skip"), _slugs, (), "recheck"),
+        unverified=reader.value("unverified", recheck.get("unverified"), _choice(UNVERIFIED), "review", "recheck"),
         network=reader.value("network", sandbox.get("network"), _bool, True, "sandbox"),
         filesystem=reader.value("filesystem", sandbox.get("filesystem"), _bool, True, "sandbox"),
         user=reader.value("user", sandbox.get("user"), _bool, True, "sandbox"),

@@ -33,12 +33,28 @@ class GradedTest:
 
 @dataclass
 class Recheck:
-    """The parent's seeded re-check of one item."""
+    """The parent's seeded re-check of one item: whether its correctness was verified, and how."""
 
-    status: str = "not re-checked"  # passed, failed, not run, not re-checked
+    status: str = "not re-checked"  # passed, failed, not run, unverified, not re-checked (the item never ran)
     detail: str = ""
     cases: int = 0
     problems: list[str] = field(default_factory=list)
+    unverified: list[str] = field(default_factory=list)  # public names no case verified
+    policy: str = ""  # for an unverified item: what its correctness earned (award, review, zero)
+    withheld: float = 0.0  # correctness points the tests claim, held for the teacher's review
+
+    @property
+    def verified(self) -> bool:
+        """The correctness points rest on the parent's own comparison (fully or in part)."""
+        return self.status == "passed"
+
+    def label(self) -> str:
+        """The re-check column of every table: ``passed``, ``passed (partly)``, ``unverified (review)``..."""
+        if self.status == "unverified":
+            return f"unverified ({self.policy})" if self.policy else "unverified"
+        if self.status == "passed" and self.unverified:
+            return "passed (partly)"
+        return self.status
 
 
 @dataclass

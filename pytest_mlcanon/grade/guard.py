@@ -194,14 +194,14 @@ class Guard:
     # -- the tamper check --------------------------------------------------------------------------------
     def snapshot(self) -> None:
         """Remember the watched functions; call before any learner code runs."""
-        self._watched = {name: _resolve(name) for name in WATCHED}
+        self._watched = {name: resolve(name) for name in WATCHED}
 
     def check(self, plugins: Iterable[Any]) -> None:
         """Report (once each) every watched function that changed, and every pytest plugin defined in
         a learner file."""
         # identity by ``is``, not ``id()``: every ``id()`` call is an audit event, and this runs after each test
         for name, original in self._watched.items():
-            if _resolve(name) is not original and name not in self._reported_tamper:
+            if resolve(name) is not original and name not in self._reported_tamper:
                 self._reported_tamper.add(name)
                 self.report("INT106", f"`{name}` was replaced")
         for plugin in plugins:
@@ -214,7 +214,7 @@ class Guard:
                 self.report("INT106", f"registered a pytest plugin from {filename.removeprefix(self.job_prefix)}")
 
 
-def _resolve(dotted: str) -> Any:
+def resolve(dotted: str) -> Any:
     """The object at ``dotted`` from already imported modules (never imports), or None. A class
     attribute is read from the class dictionaries (no descriptor call, so its identity is stable)."""
     parts = dotted.split(".")

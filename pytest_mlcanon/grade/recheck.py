@@ -1,74 +1,178 @@
-"""The seeded re-check: the learner's functions on inputs nobody has seen before this run.
+"""The seeded re-check, the verifier's side: how the reference tests call each item, turned into cases
+with this run's fresh inputs and the reference's answers.
 
-In the zygote, which runs only trusted code (the references and their tests), ``Recorder`` wraps the
-public functions of each item's modules while the reference tests run, and keeps a few calls per
-function whose arguments are plain data (tensors, arrays, numbers, strings, dtypes and containers of
-these). ``Recorder.cases`` then perturbs each call with this run's seed (floating values scaled by
-1 +- 2 %; masks, integers and booleans kept), runs the reference on the perturbed inputs twice under
-different global seeds, and keeps the call as a case when the reference accepts it and answers the
-same both times. A case is the encoded inputs plus the expected outputs (and the post-call value of
-any argument the reference changes in place).
+In the verifier (a trusted process; no learner code ever runs there), ``Recorder`` wraps, while the
+reference tests run, the public functions of each item's modules and the public methods of its
+classes, and keeps calls of every distinct kind the tests make: one per combination of argument
+types, ranks and dtypes (a Python float and a tensor, a single example and a batch, float16 and
+float64 are different kinds). Arguments are captured as they were at the call:
 
-The child gets only the inputs; ``replay`` calls the learner's function on them and sends back what
-it returned. The parent compares (``compare``). A submission cannot forge this: the expected
-outputs never enter its process, and the inputs are new on every run, so answers hard-coded for the
-public examples do not fit them.
+* plain data: tensors, arrays, numbers, strings, dtypes and containers of these;
+* a model of a trusted class (a test helper's, ``torch.nn``'s), as a deep copy;
+* an object of one of the item's own classes built by the test, as its constructor arguments and,
+  for an ``nn.Module``, its parameters at the call;
+* a dataclass (the item's own or a test helper's), as its fields.
 
-Not re-checked: calls taking a seed, generator or model (not plain data), items whose outputs are
-only defined up to a permutation, a sign or a sampling order (``IMPLEMENTATION_DEFINED``), and the
-items a teacher lists in ``[recheck] skip``.
+An object of an item's class also becomes a *script*: its constructor arguments, its parameters at
+its first method call, and up to ``MAX_STEPS`` method calls, replayed in order. A call taking the
+state another call returned (``batchnorm_backward(dy, cache)``) is replayed after that call, on the
+state the side that runs it made (its layout is the implementer's), and such a state is never
+compared.
+
+``Recorder.cases`` perturbs each kept call with this run's seed (floating values and a model's
+parameters scaled by 1 +- 2 %; masks, integers and booleans kept), shortens training calls to their
+first steps (``SHORTEN``), runs it on the reference twice under different global seeds through
+exactly the code a job runs (``replay.run_case``), and keeps it when both answers agree. A case is
+the encoded inputs plus the expected answer (and the post-call value of every model argument and
+of any other argument the reference changes in place). The job gets only the inputs
+(``child_cases``); the parent compares its answers with the expected ones (``compare``).
+
+Not re-checked, which leaves their item's correctness unverified: calls taking a seed, a generator,
+a callable, an environment or anything else that is not data; functions whose outputs are only
+defined up to an implementation's choice and have no canonical form (``UNDEFINED``); items a
+teacher lists in ``[recheck] skip``.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import inspect
 import json
 import random
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from pytest_mlcanon import catalog
-from pytest_mlcanon.grade.channel import (
-    DTYPES,
-    ChannelWriter,
-    CodecError,
-    decode,
-    encode,
-    encode_raised,
-    encode_result,
-)
+from pytest_mlcanon.grade import replay
+from pytest_mlcanon.grade.compare import CANONICAL
+from pytest_mlcanon.grade.values import DTYPES, Recipe, encode, map_leaves
 from pytest_mlcanon.redirect import REF_PACKAGE
 from pytest_mlcanon.run import ITEM_PROPERTY
 
-PER_FUNCTION = 3
-PER_ITEM = 12
+PER_FUNCTION = 8
+PER_ITEM = 64
+MAX_STEPS = 6
+#: A case whose answer is larger is not kept: a job's answer must fit one frame with room to spare.
+MAX_ANSWER_BYTES = 1 << 20
+#: How coverage marks a public name the item's tests never call themselves: it counts for nothing.
+UNTESTED = "not called by the item's tests"
+#: A parameter whose name holds this takes another call's state (``batchnorm_backward(dy, cache)``).
+STATE_WORD = "cache"
+MAX_PRODUCED = 256
 MAX_ELEMENTS = 100_000
 SCALE = 0.02
 RANDOM_PARAMETERS = frozenset({"seed", "rng", "generator", "random_state", "key"})
-IMPLEMENTATION_DEFINED = {
-    "classical/kmeans": "cluster labels are defined up to a permutation",
-    "classical/pca": "components are defined up to their sign",
-    "classical/gmm": "components are defined up to a permutation",
-    "retrieval/ann": "approximate search may return other neighbours",
-    "multimodal/detr": "optimal matchings may tie",
-    "transformer/generation": "sampling order is the implementer's choice",
-    "capstone/agent": "training runs are the implementer's choice",
+#: Classes whose models a case may carry whole (pickled): trusted code no submission can replace.
+TRUSTED_MODULES = ("canon_tests.", "torch.nn.")
+#: Functions whose outputs are an implementation's choice, with no canonical form to compare.
+UNDEFINED: dict[tuple[str, str], str] = {
+    ("retrieval/ann", "IVFIndex"): "approximate search may return other neighbours",
+    ("retrieval/ann", "HNSWIndex"): "approximate search may return other neighbours",
+    ("retrieval/ann", "ProductQuantizer"): "codebooks depend on the implementer's k-means",
+    ("retrieval/rag", "HashingEmbedder"): "buckets come from the implementer's choice of stable hash",
+    ("retrieval/rag", "VectorStore"): "scores rest on the implementer's hashing embedder",
+    ("retrieval/rag", "RAGPipeline"): "retrieval rests on the implementer's hashing embedder",
+    ("multimodal/projectors", "ResamplerProjector"): "the contract fixes its layers, not how they combine "
+                                                       "(a residual around the cross-attention is the implementer's choice)",
 }
 
 
-def reason_not_rechecked(slug: str) -> str:
-    """Why an item is never re-checked, or '' when it is."""
-    if slug.startswith("rl/"):
-        return "episodes and policies are sampled in the implementer's order"
-    return IMPLEMENTATION_DEFINED.get(slug, "")
+@dataclass(frozen=True)
+class Shorten:
+    """How a training call is replayed: the step counts set small, the sequences of batches cut to
+    their first element and the batch sizes to the whole data (so no implementation-defined visiting
+    order enters), a seed made irrelevant by that."""
+
+    counts: dict[str, int]
+    first: tuple[str, ...] = ()
+    whole: tuple[str, ...] = ()
+
+
+#: A batch size that takes the whole data (``batch_size`` is capped at ``N``).
+WHOLE = 1 << 30
+SHORTEN: dict[tuple[str, str], Shorten] = {
+    ("posttrain/dpo", "run_dpo"): Shorten({"steps": 2}, first=("batches",)),
+    ("posttrain/reward_model", "train_reward_model"): Shorten({"steps": 2}, first=("batches",)),
+    ("vision/tiny_cnn", "train_cnn"): Shorten({"steps": 2}, whole=("batch_size",)),
+}
+
+
+# -- what a call's arguments were ---------------------------------------------------------------------------
+
+
+class NotData(Exception):
+    """An argument the re-check cannot carry to a job; the message says what it is ('takes a ...')."""
+
+
+@dataclass
+class Model:
+    """A model of a trusted class, as it was at the call (a deep copy)."""
+
+    model: Any
+
+
+@dataclass
+class Instance:
+    """An object of one of the item's classes: how it was built, its parameters at the call."""
+
+    module: str  # area/module
+    cls: str
+    init: tuple[tuple[Any, ...], dict[str, Any]]
+    state: dict[str, Any] | None
+    training: bool = True
+
+
+@dataclass
+class Object:
+    """A dataclass instance, by its fields."""
+
+    module: str  # the Python module of its class
+    cls: str
+    fields: dict[str, Any]
+
+
+@dataclass
+class Script:
+    """An object of an item's class and the method calls made on it."""
+
+    slug: str
+    module: str
+    cls: str
+    obj: Any
+    init: tuple[tuple[Any, ...], dict[str, Any]]
+    steps: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
+    state: dict[str, Any] | None = None
+    training: bool = True
+    frozen: bool = False
+
+
+@dataclass
+class Call:
+    slug: str
+    module: str
+    name: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    after: Call | None = None  # the call that returned this one's state (``cache``): replayed first
+
+
+@dataclass(frozen=True)
+class FromStep:
+    """An argument that is (element ``index`` of) the result of an earlier step of the same case."""
+
+    step: int
+    index: int | None
 
 
 class Recorder:
-    """Calibration plugin for the zygote's reference run: expected test ids and re-check cases."""
+    """Calibration plugin for the verifier's reference run: expected test ids and re-check cases."""
 
     def __init__(self, items: tuple[catalog.Item, ...], skip: frozenset[str] = frozenset()) -> None:
         self.items = {item.slug: item for item in items}
@@ -77,21 +181,45 @@ class Recorder:
         self.probes: dict[str, list[str]] = {item.slug: [] for item in items}
         self.contract: dict[str, list[str]] = {item.slug: [] for item in items}
         self.failed: dict[str, list[str]] = {item.slug: [] for item in items}
-        self.calls: list[tuple[str, str, str, Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
+        self.publics: dict[str, list[str]] = {item.slug: [] for item in items}
+        self.calls: list[Call] = []
+        self.scripts: dict[int, Script] = {}
         self._keys: dict[tuple[str, str], set[str]] = {}
         self._originals: list[tuple[Any, str, Any]] = []
         self._active = False
+        self._why: dict[tuple[str, str], str] = {}  # (item, name) -> why a call of it is no case
+        self._results: dict[int, tuple[Call, int | None, Any]] = {}  # id(container returned) -> its call
+        self.consumers: set[tuple[str, str]] = set()  # (area/module, function) taking a state (``cache``)
+        self._current = ""  # the item of the running test
+        self._called: set[tuple[str, str]] = set()  # (item, name) its own tests call
 
     # -- hooks -------------------------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        owners: dict[str, list[str]] = {}  # a module shared by items (optim/optimizers) is wrapped once
         for slug, item in self.items.items():
-            if slug in self.skip or reason_not_rechecked(slug):
-                continue
-            for module_path in item.modules:
-                module = sys.modules.get(f"{REF_PACKAGE}.{module_path.replace('/', '.')}")
-                if module is not None:
-                    self._wrap_module(slug, module_path, module)
+            if slug not in self.skip:
+                for module_path in item.modules:
+                    owners.setdefault(module_path, []).append(slug)
+        for module_path, slugs in owners.items():
+            module = sys.modules.get(f"{REF_PACKAGE}.{module_path.replace('/', '.')}")
+            if module is not None:
+                self._wrap_module(tuple(slugs), module_path, module)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        slug = dict(item.user_properties).get(ITEM_PROPERTY)
+        self._current = slug if isinstance(slug, str) else ""
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        self._current = ""
+
+    def _owner(self, slugs: tuple[str, ...], name: str) -> str:
+        """The item a call is recorded for: the running test's, when it is one of the module's items."""
+        if self._current in slugs:
+            self._called.add((self._current, name))
+            return self._current
+        return slugs[0]
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         for node in session.items:
@@ -109,93 +237,436 @@ class Recorder:
             self.failed[slug].append(report.nodeid)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        for module, name, original in self._originals:
-            setattr(module, name, original)
+        for owner, name, original in reversed(self._originals):
+            if original is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
         self._originals.clear()
 
-    # -- recording -----------------------------------------------------------------------------------------
-    def _wrap_module(self, slug: str, module_path: str, module: Any) -> None:
-        for name, fn in vars(module).copy().items():
-            if name.startswith("_") or not inspect.isfunction(fn) or fn.__module__ != module.__name__:
+    # -- wrapping ----------------------------------------------------------------------------------------
+    def _wrap_module(self, slugs: tuple[str, ...], module_path: str, module: Any) -> None:
+        for name, value in vars(module).copy().items():
+            if name.startswith("_") or getattr(value, "__module__", None) != module.__name__:
                 continue
-            self._originals.append((module, name, fn))
-            setattr(module, name, self._wrapper(slug, module_path, name, fn))
+            if inspect.isfunction(value):
+                for slug in slugs:
+                    self.publics[slug].append(name)
+                if any(STATE_WORD in parameter for parameter in inspect.signature(value).parameters):
+                    self.consumers.add((module_path, name))
+                self._patch(module, name, self._function_wrapper(slugs, module_path, name, value))
+            elif inspect.isclass(value):
+                methods = public_methods(value)
+                if not methods:
+                    continue  # a data container (a config, a result): compared where it is returned
+                for slug in slugs:
+                    self.publics[slug] += [f"{name}.{m}" for m in methods]
+                self._patch(value, "__init__", self._init_wrapper(slugs, module_path, value, value.__init__))
+                for method in methods:
+                    self._patch(value, method, self._method_wrapper(slugs, name, vars(value)[method]))
 
-    def _wrapper(self, slug: str, module_path: str, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def _patch(self, owner: Any, name: str, wrapper: Any) -> None:
+        self._originals.append((owner, name, vars(owner).get(name, _ABSENT) if isinstance(owner, type)
+                                else getattr(owner, name)))
+        setattr(owner, name, wrapper)
+
+    def _outermost(self, record: Callable[[], None], call: Callable[[], Any]) -> Any:
+        """Record (only a call the tests make themselves, not one inside another recorded call), then call."""
+        if self._active:
+            return call()
+        self._active = True
+        try:
+            record()
+            return call()
+        finally:
+            self._active = False
+
+    def _function_wrapper(self, slugs: tuple[str, ...], module_path: str, name: str,
+                          fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def recorded(*args: Any, **kwargs: Any) -> Any:
             if self._active:
                 return fn(*args, **kwargs)
-            self._active = True
-            try:
-                self._maybe_keep(slug, module_path, name, fn, args, kwargs)
-                return fn(*args, **kwargs)
-            finally:
-                self._active = False
+            slug = self._owner(slugs, name)
+            result = self._outermost(lambda: self._keep_call(slug, module_path, name, fn, args, kwargs),
+                                     lambda: fn(*args, **kwargs))
+            self._produced(Call(slug, module_path, name, fn, args, kwargs), result)
+            return result
 
         return recorded
 
-    def _maybe_keep(self, slug: str, module_path: str, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
-                    kwargs: dict[str, Any]) -> None:
+    def _produced(self, call: Call, result: Any) -> None:
+        """Remember which call returned each container it returned (a later call may take it as its state)."""
+        parts = enumerate(result) if type(result) is tuple else [(None, result)]
+        for index, part in parts:
+            if type(part) in (dict, list, tuple):
+                self._results[id(part)] = (call, index, part)
+        while len(self._results) > MAX_PRODUCED:
+            self._results.pop(next(iter(self._results)))
+
+    def _init_wrapper(self, slugs: tuple[str, ...], module_path: str, cls: type,
+                      init: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(obj: Any, *args: Any, **kwargs: Any) -> None:
+            def record() -> None:
+                if type(obj) is not cls:
+                    return  # a subclass (a test's own): not the item's class
+                slug = self._current if self._current in slugs else slugs[0]
+                torch = sys.modules.get("torch")
+                module = torch is not None and isinstance(obj, torch.nn.Module)
+                if not module and _takes_randomness(init, (obj, *args), kwargs, unknown=False):
+                    self._why.setdefault((slug, cls.__qualname__), "built from a seed or a random generator")
+                    return
+                try:
+                    captured = (self._capture(args, slug), self._capture(kwargs, slug))
+                except NotData as exc:
+                    self._why.setdefault((slug, cls.__qualname__), f"built from arguments it {exc}".replace(
+                        "it takes", "that are"))
+                    return
+                self.scripts[id(obj)] = Script(slug, module_path, cls.__qualname__, obj, captured)
+
+            self._outermost(record, lambda: init(obj, *args, **kwargs))
+
+        return recorded
+
+    def _method_wrapper(self, slugs: tuple[str, ...], cls: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def recorded(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            def record() -> None:
+                self._owner(slugs, f"{cls}.{method.__name__}")
+                script = self.scripts.get(id(obj))
+                if script is None or script.obj is not obj or script.frozen or len(script.steps) >= MAX_STEPS:
+                    return
+                try:
+                    if _takes_randomness(method, (obj, *args), kwargs, unknown=False):
+                        raise NotData("takes a seed or a random generator")
+                    step = (method.__name__, self._capture(args, script.slug), self._capture(kwargs, script.slug))
+                except NotData as exc:
+                    script.frozen = True  # what follows depends on a call the re-check cannot repeat
+                    self._why.setdefault((script.slug, f"{script.cls}.{method.__name__}"), str(exc))
+                    return
+                if not script.steps:
+                    script.state, script.training = _parameters(obj), bool(getattr(obj, "training", True))
+                script.steps.append(step)
+
+            return self._outermost(record, lambda: method(obj, *args, **kwargs))
+
+        return recorded
+
+    # -- recording ---------------------------------------------------------------------------------------
+    def _keep_call(self, slug: str, module_path: str, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> None:
         seen = self._keys.setdefault((slug, name), set())
-        if len(seen) >= PER_FUNCTION or sum(1 for c in self.calls if c[0] == slug) >= PER_ITEM:
+        if len(seen) >= PER_FUNCTION or (slug, name) in UNDEFINED:
             return
-        if not _plain((args, kwargs)) or _takes_randomness(fn, args, kwargs):
+        if (slug, name) not in SHORTEN and _takes_randomness(fn, args, kwargs):
+            self._why.setdefault((slug, name), "takes a seed or a random generator")
             return
-        key = _signature_key((args, kwargs))
-        if key in seen:
+        producer = self._producer(module_path, name, fn, args, kwargs)
+        try:
+            if producer is not None:
+                args, kwargs = self._from_step(fn, args, kwargs, producer)
+            captured = (self._capture(args, slug), self._capture(kwargs, slug))
+            before = (self._capture(producer[0].args, slug), self._capture(producer[0].kwargs, slug)) if producer else None
+        except NotData as exc:
+            self._why.setdefault((slug, name), str(exc) or "takes arguments the re-check cannot carry")
             return
-        seen.add(key)
-        self.calls.append((slug, module_path, name, fn, _copy(args), _copy(kwargs)))
+        key = kind(captured) + (f"<-{producer[0].name}{kind(before)}" if producer and before else "")
+        if key not in seen:
+            seen.add(key)
+            first = Call(slug, module_path, producer[0].name, producer[0].fn, *before) if producer and before else None
+            self.calls.append(Call(slug, module_path, name, fn, *captured, after=first))
+
+    def _producer(self, module_path: str, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> tuple[Call, int | None, str] | None:
+        """The earlier call of this module that returned the state this call takes (its ``cache``)."""
+        if (module_path, name) not in self.consumers:
+            return None
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError:
+            return None
+        for parameter, value in bound.arguments.items():
+            found = self._results.get(id(value))
+            if STATE_WORD in parameter and found is not None and found[2] is value and found[0].module == module_path:
+                return found[0], found[1], parameter
+        return None
+
+    @staticmethod
+    def _from_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                   producer: tuple[Call, int | None, str]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The call's arguments with its state replaced by a reference to the producing step's result."""
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+        bound.arguments[producer[2]] = FromStep(0, producer[1])
+        return tuple(bound.args), dict(bound.kwargs)
+
+    def _capture(self, value: Any, slug: str, depth: int = 0) -> Any:
+        """``value`` as the re-check can carry it, copied as it is now; raises NotData."""
+        if depth > 6:
+            raise NotData("takes data nested too deeply")
+        if value is None or isinstance(value, (bool, int, float, str, FromStep)):
+            return value
+        torch, np = sys.modules.get("torch"), sys.modules.get("numpy")
+        if torch is not None and isinstance(value, torch.Tensor):
+            if (type(value) not in (torch.Tensor, torch.nn.Parameter) or value.layout != torch.strided
+                    or str(value.dtype).removeprefix("torch.") not in DTYPES or value.numel() > MAX_ELEMENTS
+                    or value.device.type != "cpu"):
+                raise NotData(f"takes a {value.dtype} tensor of {value.numel()} elements the codec does not carry")
+            return value.detach().clone().requires_grad_(value.requires_grad and value.is_floating_point())
+        if torch is not None and isinstance(value, torch.dtype):
+            return value
+        if np is not None and isinstance(value, (np.ndarray, np.generic)):
+            if value.dtype.name not in DTYPES or np.size(value) > MAX_ELEMENTS:
+                raise NotData(f"takes a {value.dtype.name} array of {np.size(value)} elements the codec does not carry")
+            return value.copy()
+        if type(value) in (tuple, list):
+            if len(value) > 64:
+                raise NotData("takes a sequence longer than 64")
+            return type(value)(self._capture(v, slug, depth + 1) for v in value)
+        if type(value) is dict and all(type(k) is str for k in value):
+            if len(value) > 64:
+                raise NotData("takes a mapping larger than 64")
+            return {k: self._capture(v, slug, depth + 1) for k, v in value.items()}
+        return self._capture_object(value, slug, depth)
+
+    def _capture_object(self, value: Any, slug: str, depth: int) -> Any:  # noqa: PLR0911
+        torch = sys.modules.get("torch")
+        script = self.scripts.get(id(value))
+        is_module = torch is not None and isinstance(value, torch.nn.Module)
+        if is_module and script is not None and script.obj is value and script.slug == slug:
+            return Instance(script.module, script.cls, script.init, _parameters(value), bool(value.training))
+        if is_module and type(value).__module__.startswith(TRUSTED_MODULES) and _trusted_all_through(value):
+            return Model(copy.deepcopy(value))
+        if (dataclasses.is_dataclass(value) and not isinstance(value, type)
+                and type(value).__module__.startswith(("canon_tests.", f"{REF_PACKAGE}."))):
+            fields = {f.name: self._capture(getattr(value, f.name), slug, depth + 1) for f in dataclasses.fields(value)
+                      if f.init}
+            return Object(type(value).__module__, type(value).__qualname__, fields)
+        if is_module:
+            raise NotData(f"takes a {type(value).__name__} model of another item or of a test's own class")
+        if callable(value):
+            raise NotData("takes a callable")
+        raise NotData(f"takes a {type(value).__name__}")
+
+    def coverage(self, cases: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, str]]:
+        """Per item, each public function and method: ``verified: how (n cases)`` or ``unverified: why``."""
+        out: dict[str, dict[str, str]] = {}
+        for slug, names in self.publics.items():
+            found: dict[str, list[str]] = {}
+            count: dict[str, int] = {}
+            for case in cases.get(slug, []):
+                for name in case_names(case):
+                    found.setdefault(name, []).extend(how(case, name))
+                    count[name] = count.get(name, 0) + 1
+            out[slug] = {}
+            for name in names:
+                if name in found:
+                    ways = ", ".join(dict.fromkeys(found[name]))
+                    out[slug][name] = f"verified: {ways} ({count[name]} case{'s' * (count[name] > 1)})"
+                    continue
+                if (slug, name) not in self._called:
+                    out[slug][name] = f"{UNTESTED}: only through other functions, if at all"
+                    continue
+                owner = name.split(".")[0]
+                why = (UNDEFINED.get((slug, owner)) or self._why.get((slug, name)) or self._why.get((slug, owner))
+                       or "never called by the reference tests with data")
+                out[slug][name] = f"unverified: {why}"
+        return out
 
     # -- cases ---------------------------------------------------------------------------------------------
     def cases(self, seed: int) -> dict[str, list[dict[str, Any]]]:
-        """Perturb every kept call with ``seed`` and keep those the reference answers deterministically."""
+        """This run's cases: every kept call and script with fresh inputs and the reference's answers."""
         import numpy as np
 
-        out: dict[str, list[dict[str, Any]]] = {slug: [] for slug in self.items}
-        for index, (slug, module_path, name, fn, args, kwargs) in enumerate(self.calls):
-            rng = np.random.default_rng([seed, index])
-            try:
-                enc_args, enc_kwargs = encode(_perturb(args, rng)), encode(_perturb(kwargs, rng))
-            except CodecError:
-                continue
-            case = _expected(fn, enc_args, enc_kwargs)
-            if case is not None:
-                out[slug].append({"item": slug, "module": module_path, "function": name, "args": enc_args,
-                                  "kwargs": enc_kwargs, **case})
+        candidates: dict[str, list[tuple[str, Callable[[Any], dict[str, Any] | None]]]] = {s: [] for s in self.items}
+        for call in self.calls:
+            candidates[call.slug].append((call.name, functools.partial(self._call_case, call)))
+        for script in _distinct_scripts(self.scripts.values()):
+            if (script.slug, script.cls) not in UNDEFINED:
+                candidates[script.slug].append((script.cls, functools.partial(self._script_case, script)))
+        out: dict[str, list[dict[str, Any]]] = {}
+        for slug, found in candidates.items():
+            out[slug] = []
+            for index, (_, build) in enumerate(_round_robin(found)):
+                if len(out[slug]) >= PER_ITEM:
+                    break
+                try:
+                    case = build(np.random.default_rng([seed, index, len(slug)]))
+                except Exception:  # noqa: BLE001, S112 - a call the re-check cannot carry is no case, never a crash
+                    continue
+                if case is not None:
+                    out[slug].append(case)
         return out
 
+    def _call_case(self, call: Call, rng: Any) -> dict[str, Any] | None:
+        steps = [] if call.after is None else [self._step(call.after, rng)]
+        steps.append(self._step(call, rng))
+        case = {"item": call.slug, "module": call.module, "kind": "call", "function": call.name, "steps": steps,
+                "opaque": [self._state_outputs(step["function"], call.module) for step in steps]}
+        return _with_expected(case)
 
-def _expected(fn: Callable[..., Any], enc_args: Any, enc_kwargs: Any) -> dict[str, Any] | None:
-    """Run the reference twice under different global seeds; None when it refuses or varies."""
+    @staticmethod
+    def _step(call: Call, rng: Any) -> dict[str, Any]:
+        args, kwargs = _shorten(call, SHORTEN.get((call.slug, call.name)))
+        return {"function": call.name, "args": encode(recipes(perturb(args, rng))),
+                "kwargs": encode(recipes(perturb(kwargs, rng)))}
+
+    def _state_outputs(self, name: str, module_path: str) -> bool:
+        """Whether the function's returned mappings are its state for another (a ``cache``): the
+        implementer's own layout, never compared."""
+        return (module_path, name) not in self.consumers and any(m == module_path for m, _ in self.consumers)
+
+    def _script_case(self, script: Script, rng: Any) -> dict[str, Any] | None:
+        init_args, init_kwargs = script.init
+        case = {"item": script.slug, "module": script.module, "kind": "script", "function": script.cls,
+                "init": [encode(recipes(perturb(init_args, rng))), encode(recipes(perturb(init_kwargs, rng)))],
+                "state": encode(perturb(script.state, rng)) if script.state is not None else None,
+                "training": script.training,
+                "steps": [{"method": m, "args": encode(recipes(perturb(a, rng))), "kwargs": encode(recipes(perturb(k, rng)))}
+                          for m, a, k in script.steps]}
+        return _with_expected(case)
+
+
+_ABSENT = object()
+
+
+def public_methods(cls: type) -> list[str]:
+    """The public methods a class defines itself (``forward`` included), in definition order."""
+    return [name for name, value in vars(cls).items()
+            if inspect.isfunction(value) and not name.startswith("_")]
+
+
+def how(case: dict[str, Any], name: str) -> list[str]:
+    """How a case verifies ``name``, in a few words each."""
+    text = json.dumps([case.get("init"), case.get("steps")])
+    parts = []
+    if (case["item"], case["function"]) in SHORTEN:
+        parts.append("a replay of its first training steps")
+    elif case.get("kind") == "script":
+        parts.append("the verifier's parameters" if case.get("state") is not None else "its objects rebuilt")
+    elif '"$": "pickled"' in text or '"$": "instance"' in text:
+        parts.append("a model with the verifier's parameters")
+    else:
+        parts.append("fresh inputs")
+    steps = case.get("steps", ())
+    if case.get("kind") != "script" and len(steps) > 1 and steps[-1]["function"] == name:
+        parts.append(f"after the learner's own {steps[0]['function']} (its {STATE_WORD})")
+    if (case["item"], case["function"]) in CANONICAL:
+        parts.append(f"compared in canonical form ({CANONICAL[(case['item'], case['function'])]})")
+    return parts
+
+
+def case_names(case: dict[str, Any]) -> list[str]:
+    """The public names (``fn`` or ``Class.method``) a case exercises."""
+    if case.get("kind") == "script":
+        return list(dict.fromkeys(f"{case['function']}.{step['method']}" for step in case["steps"]))
+    return list(dict.fromkeys(step["function"] for step in case["steps"]))
+
+
+def _parameters(obj: Any) -> dict[str, Any] | None:
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.nn.Module):
+        return None
+    return {name: p.detach().clone() for name, p in obj.named_parameters()}
+
+
+def _trusted_all_through(model: Any) -> bool:
+    """Every submodule of ``model`` is of a trusted class a job can import (no item's layer hidden inside,
+    no class local to a test function)."""
+    return all(type(m).__module__.startswith(TRUSTED_MODULES) and "<locals>" not in type(m).__qualname__
+               for m in model.modules())
+
+
+def _takes_randomness(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                      unknown: bool = True) -> bool:
+    """Whether the call passes a seed or a generator (``unknown`` when its signature cannot say)."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return unknown
+    return any(name in RANDOM_PARAMETERS and value is not None for name, value in bound.arguments.items())
+
+
+def kind(value: Any) -> str:
+    """The kind of a captured value: types, ranks and dtypes, not sizes or values."""
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype"):
+        return f"{type(value).__name__[0]}{len(shape)}{str(value.dtype).removeprefix('torch.')}"
+    if isinstance(value, Model):
+        return f"Model:{type(value.model).__name__}"
+    if isinstance(value, (Instance, Object)):
+        return f"{type(value).__name__}:{value.cls}"
+    if isinstance(value, tuple):  # arguments: in order
+        return "(" + ",".join(kind(v) for v in value) + ")"
+    if isinstance(value, list):  # a collection: its kinds of element
+        return "[" + ",".join(sorted({kind(v) for v in value})) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{kind(v)}" for k, v in sorted(value.items())) + "}"
+    return type(value).__name__
+
+
+def _distinct_scripts(scripts: Any) -> list[Script]:
+    """One script per kind (class, constructor arguments, the methods and their arguments), at most
+    ``PER_FUNCTION`` per class; scripts without a method call are no case."""
+    seen: dict[str, set[str]] = {}
+    kept = []
+    for script in scripts:
+        if not script.steps:
+            continue
+        key = kind(script.init) + "".join(f"|{m}{kind((a, k))}" for m, a, k in script.steps)
+        keys = seen.setdefault(f"{script.slug}:{script.cls}", set())
+        if key not in keys and len(keys) < PER_FUNCTION:
+            keys.add(key)
+            kept.append(script)
+    return kept
+
+
+def _round_robin(found: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Interleave the candidates by function, so a cap on an item leaves none of them out."""
+    groups: dict[str, list[tuple[str, Any]]] = {}
+    for name, build in found:
+        groups.setdefault(name, []).append((name, build))
+    ordered = []
+    while any(groups.values()):
+        for group in groups.values():
+            if group:
+                ordered.append(group.pop(0))
+    return ordered
+
+
+def _shorten(call: Call, spec: Shorten | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if spec is None:
+        return call.args, call.kwargs
+    bound = inspect.signature(call.fn).bind(*call.args, **call.kwargs)
+    for name, count in spec.counts.items():
+        if name in inspect.signature(call.fn).parameters:
+            bound.arguments[name] = min(int(bound.arguments.get(name, count) or count), count)
+    for name in spec.first:
+        value = bound.arguments.get(name)
+        if isinstance(value, (list, tuple)) and value:
+            bound.arguments[name] = type(value)(value[:1])
+    for name in spec.whole:
+        if name in inspect.signature(call.fn).parameters:
+            bound.arguments[name] = WHOLE
+    return tuple(bound.args), dict(bound.kwargs)
+
+
+def _with_expected(case: dict[str, Any]) -> dict[str, Any] | None:
+    """The case with the reference's answer, or None when the reference refuses it or answers
+    differently under two global seeds."""
     answers = []
     for global_seed in (11, 23):
-        args, kwargs = decode(enc_args, to_torch=True), decode(enc_kwargs, to_torch=True)
         seed_everything(global_seed)
-        try:
-            result = fn(*args, **kwargs)
-            expected = encode(result)
-        except Exception:  # noqa: BLE001 - the reference rejects the perturbed call: not a case
+        answer = replay.run_case(case, replay.import_module, report_all=True)
+        if answer.raised:
             return None
-        answers.append({"expected": expected, "mutated": _mutated(enc_args, enc_kwargs, args, kwargs)})
-    if json.dumps(answers[0], sort_keys=True) != json.dumps(answers[1], sort_keys=True):
+        answers.append(answer)
+    first, second = answers
+    text = json.dumps([first.result, first.after], sort_keys=True)
+    if len(text) > MAX_ANSWER_BYTES or text != json.dumps([second.result, second.after], sort_keys=True):
         return None
-    return answers[0]
-
-
-def _mutated(enc_args: Any, enc_kwargs: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Encoded post-call values of the arguments the call changed in place (by position or name)."""
-    changed: dict[str, Any] = {}
-    for index, (before, after) in enumerate(zip(enc_args["items"], args)):
-        now = encode_result(after)
-        if now != before:
-            changed[str(index)] = now
-    for name, before in enc_kwargs["items"]:
-        now = encode_result(kwargs[name])
-        if now != before:
-            changed[name] = now
-    return changed
+    changed = {key: value for key, value in first.after.items()
+               if key in first.modules or value != first.before.get(key)}
+    return {**case, "expected": first.result, "mutated": changed}
 
 
 def seed_everything(seed: int) -> None:
@@ -207,65 +678,12 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _plain(value: Any, depth: int = 0) -> bool:
-    """True for plain data the codec carries and a learner cannot smuggle state through."""
-    if depth > 6:
-        return False
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    torch = sys.modules.get("torch")
-    np = sys.modules.get("numpy")
-    if torch is not None and isinstance(value, torch.Tensor):
-        return (value.layout == torch.strided and str(value.dtype).removeprefix("torch.") in DTYPES
-                and value.numel() <= MAX_ELEMENTS and value.device.type == "cpu")
-    if torch is not None and isinstance(value, torch.dtype):
-        return True
-    if np is not None and isinstance(value, (np.ndarray, np.generic)):
-        return value.dtype.name in DTYPES and np.size(value) <= MAX_ELEMENTS
-    if isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
-        return len(value) <= 64 and all(_plain(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return len(value) <= 64 and all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
-    return False
+# -- fresh inputs ------------------------------------------------------------------------------------------
 
 
-def _takes_randomness(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    try:
-        bound = inspect.signature(fn).bind(*args, **kwargs)
-    except (TypeError, ValueError):
-        return True
-    return any(name in RANDOM_PARAMETERS and value is not None for name, value in bound.arguments.items())
-
-
-def _signature_key(value: Any) -> str:
-    shape = getattr(value, "shape", None)
-    if shape is not None:
-        return f"{type(value).__name__}{tuple(shape)}{getattr(value, 'dtype', '')}"
-    if isinstance(value, (tuple, list)):
-        return "(" + ",".join(_signature_key(v) for v in value) + ")"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{_signature_key(v)}" for k, v in value.items()) + "}"
-    return type(value).__name__
-
-
-def _copy(value: Any) -> Any:
-    torch = sys.modules.get("torch")
-    np = sys.modules.get("numpy")
-    if torch is not None and isinstance(value, torch.Tensor):
-        return value.detach().clone().requires_grad_(value.requires_grad and value.is_floating_point())
-    if np is not None and isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, tuple):
-        return tuple(_copy(v) for v in value)
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    return value
-
-
-def _perturb(value: Any, rng: Any) -> Any:
-    """Scale floating values by ``1 + SCALE * U(-1, 1)``; keep masks, integers, booleans and +-1, 0."""
+def perturb(value: Any, rng: Any) -> Any:
+    """Scale floating values by ``1 + SCALE * U(-1, 1)``; keep masks, integers, booleans and +-1, 0. A
+    model's or an instance's floating parameters are scaled too: a fresh start on every run."""
     import numpy as np
 
     torch = sys.modules.get("torch")
@@ -282,12 +700,19 @@ def _perturb(value: Any, rng: Any) -> Any:
         return torch.from_numpy(scaled).to(value.dtype).requires_grad_(value.requires_grad)
     if isinstance(value, np.ndarray):
         return _scale(value, rng).astype(value.dtype) if value.dtype.kind == "f" else value
-    if isinstance(value, tuple):
-        return tuple(_perturb(v, rng) for v in value)
-    if isinstance(value, list):
-        return [_perturb(v, rng) for v in value]
-    if isinstance(value, dict):
-        return {k: _perturb(v, rng) for k, v in value.items()}
+    if isinstance(value, Model):
+        model = copy.deepcopy(value.model)
+        with torch.no_grad():  # type: ignore[union-attr]
+            for param in model.parameters():
+                param.copy_(perturb(param.detach(), rng))
+        return Model(model)
+    if isinstance(value, Instance):
+        return dataclasses.replace(value, init=(perturb(value.init[0], rng), perturb(value.init[1], rng)),
+                                   state=perturb(value.state, rng))
+    if isinstance(value, Object):
+        return dataclasses.replace(value, fields=perturb(value.fields, rng))
+    if type(value) in (tuple, list, dict):
+        return map_leaves(value, lambda leaf: perturb(leaf, rng))
     return value
 
 
@@ -302,39 +727,35 @@ def _scale(array: Any, rng: Any) -> Any:
     return np.where(np.isfinite(values), values * noise, values)
 
 
-# -- the child's side -------------------------------------------------------------------------------------
+def recipes(value: Any) -> Any:
+    """Captured models, instances and objects as the recipes a job builds them from."""
+    return map_leaves(value, _recipe)
+
+
+def _recipe(value: Any) -> Any:
+    if isinstance(value, Model):
+        import base64
+        import pickle
+
+        dtypes = [str(p.dtype).removeprefix("torch.") for p in value.model.parameters() if p.is_floating_point()]
+        return Recipe("pickled", {"type": type(value.model).__name__, "dtype": dtypes[0] if dtypes else "",
+                                  "data": base64.b64encode(pickle.dumps(value.model)).decode()})
+    if isinstance(value, Instance):
+        return Recipe("instance", {"module": value.module, "class": value.cls,
+                                   "init": [encode(recipes(value.init[0])), encode(recipes(value.init[1]))],
+                                   "state": encode(value.state) if value.state is not None else None,
+                                   "training": value.training})
+    if isinstance(value, Object):
+        return Recipe("object", {"module": value.module, "class": value.cls, "fields": encode(recipes(value.fields))})
+    if isinstance(value, FromStep):
+        return Recipe("step", {"step": value.step, "index": value.index})
+    return value
+
+
+# -- what a job may see ------------------------------------------------------------------------------------
 
 
 def child_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the child may see of the cases: the inputs and which arguments to send back, no answers."""
-    return [{"item": c["item"], "module": c["module"], "function": c["function"], "args": c["args"],
-             "kwargs": c["kwargs"], "mutated": sorted(c["mutated"])} for c in cases]
-
-
-def replay(cases: list[dict[str, Any]], channel: ChannelWriter) -> None:
-    """Call the learner's functions on each case's inputs and send back what they returned."""
-    import importlib
-
-    modules: dict[str, Any] = {}
-    for index, case in enumerate(cases):
-        name = f"{REF_PACKAGE}.{case['module'].replace('/', '.')}"
-        channel.send("start", test=f"recheck::{case['function']}[{index}]")
-        if name not in modules:
-            try:
-                modules[name] = importlib.import_module(name)
-            except BaseException as exc:  # noqa: BLE001 - learner code may raise anything at import
-                modules[name] = exc
-        module = modules[name]
-        args, kwargs = decode(case["args"], to_torch=True), decode(case["kwargs"], to_torch=True)
-        if isinstance(module, BaseException):
-            result = encode_raised(module)
-        else:
-            fn = getattr(module, case["function"], None)
-            try:
-                result = encode_result(fn(*args, **kwargs)) if callable(fn) else encode_raised(
-                    AttributeError(f"module has no function {case['function']!r}"))
-            except BaseException as exc:  # noqa: BLE001 - even SystemExit is only a wrong answer here
-                result = encode_raised(exc)
-        mutated = {key: encode_result(args[int(key)] if key.isdigit() else kwargs.get(key))
-                   for key in case["mutated"]}
-        channel.send("recheck", index=index, result=result, mutated=mutated)
+    return [{**{k: v for k, v in c.items() if k not in ("expected", "mutated")}, "mutated": sorted(c["mutated"])}
+            for c in cases]

@@ -1,7 +1,7 @@
 """The parent's side of running jobs: the zygote's client, and the watch over one running child.
 
-``Zygote`` starts the warm process, asks it to calibrate and to fork, and collects exit statuses on a
-dispatcher thread. ``run_job`` watches one child: it reads the result frames as they come, and kills
+``Zygote`` starts the warm process, asks it to compile the tests and to fork, and collects exit
+statuses on a dispatcher thread. ``run_job`` watches one child: it reads the result frames as they come, and kills
 the child (SIGKILL, which no ``except`` catches) when it exceeds the job's wall-clock budget, when one
 test (or re-check call) runs past the per-test timeout, or when its private memory passes the cap;
 then ``uids.sweep`` kills everything the job left behind. A dead or hung child never stalls the batch.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mlcanon.grade import sandbox
-from pytest_mlcanon.grade.channel import FrameReader
+from pytest_mlcanon.grade.channel import FrameReader, Protocol
 from pytest_mlcanon.grade.child import JobRequest
 
 READY_TIMEOUT_S = 300.0
@@ -79,7 +79,7 @@ class JobRun:
     frames: list[dict[str, Any]] = field(default_factory=list)
     exit: ExitInfo | None = None
     wall_s: float = 0.0
-    killed: str = ""  # "", "wall", "test" or "memory"
+    killed: str = ""  # "", "wall", "test", "memory" or "channel"
     killed_in: str = ""  # the test (or phase) running when it was killed
     channel_error: str = ""
     peak_mb: float = 0.0  # the largest private memory seen (beyond what it shares with the zygote)
@@ -89,14 +89,17 @@ class JobRun:
 class Zygote:
     """Client of the zygote process (``zygote.py``)."""
 
-    def __init__(self, root: Path, wait: bool = True) -> None:
+    def __init__(self, root: Path, wait: bool = True, private: Path | None = None) -> None:
+        """``root``: its working folder (on its ``sys.path``, so the jobs must be able to traverse it);
+        ``private``: where its log and scratch go (default ``root``)."""
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = sandbox.environment(os.environ)  # no token of the grader's: a forked job can read this one
-        temp = root / "zygote-tmp"  # what torch and the reference run write goes with the batch
+        private = private or root
+        temp = private / "zygote-tmp"  # what torch writes goes with the batch
         temp.mkdir(mode=0o700, exist_ok=True)
         env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TMPDIR=str(temp),
                    HOME=str(temp))
-        self.log = root / "zygote.log"
+        self.log = private / "zygote.log"
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "pytest_mlcanon.grade.zygote", str(child_sock.fileno())],
@@ -162,9 +165,11 @@ class Zygote:
             self.sock.send(pickle.dumps(message))
             return self._reply(timeout)
 
-    def calibrate(self, timeout: float, **message: Any) -> dict[str, Any]:
-        reply = self._request({"op": "calibrate", **message}, timeout)
-        return dict(pickle.loads(Path(reply["out"]).read_bytes()))  # noqa: S301 - written by the zygote
+    def warm(self, files: list[str], dispatch: bool, timeout: float = READY_TIMEOUT_S) -> None:
+        """Have the zygote compile the test ``files`` the jobs will run (never importing them) and, with
+        ``dispatch``, warm the forbidden-kernel detector up."""
+        if self._request({"op": "warm", "files": files, "dispatch": dispatch}, timeout).get("op") != "warmed":
+            raise ZygoteError(f"the zygote could not compile the tests: {self.log_tail()}")
 
     def fork(self, request: JobRequest, path: Path) -> tuple[int, int]:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -213,7 +218,9 @@ class Zygote:
 def run_job(zygote: Zygote, request: JobRequest, request_path: Path, limits: Limits,
             sweep: Callable[[int], int], on_forked: Callable[[], None] | None = None) -> JobRun:
     """Fork the job's child and watch it to the end; ``sweep(pid)`` kills what it leaves behind;
-    ``on_forked()`` runs once the child exists."""
+    ``on_forked()`` runs once the child exists. The child is killed at once when it breaks a limit
+    or the channel's protocol (a malformed, duplicate or out-of-order frame), and swept whatever
+    happens, also when the watch itself fails."""
     run = JobRun()
     started = time.monotonic()
     pid, fd = zygote.fork(request, request_path)
@@ -221,18 +228,21 @@ def run_job(zygote: Zygote, request: JobRequest, request_path: Path, limits: Lim
     if on_forked is not None:
         on_forked()
     reader = FrameReader(fd)
+    protocol = Protocol()
     current, test_started, next_poll, exited_at = "starting", started, started, 0.0
 
     def read_frames() -> None:
         nonlocal current, test_started
         for _ in range(MAX_READS):  # bounded, so a flood of bytes cannot keep the watch from its limits
-            if reader.eof:
+            if reader.eof or protocol.error:
                 return
             before = reader.total
             for frame in reader.read():
+                if not protocol.feed(frame):
+                    return
                 run.frames.append(frame)
-                if frame["kind"] in ("start", "phase"):
-                    current = str(frame.get("test") or frame.get("name") or "")[:300]
+                if frame["kind"] in ("start", "phase", "collected"):
+                    current = str(frame.get("test") or frame.get("name") or frame["kind"])[:300]
                     test_started = time.monotonic()
             if reader.total == before:
                 return
@@ -246,25 +256,31 @@ def run_job(zygote: Zygote, request: JobRequest, request_path: Path, limits: Lim
                     run.leftovers = sweep(pid)
             elif not reader.eof:
                 select.select([fd], [], [], 0.02)  # the child is gone: only EOF or its last frames can come
-            read_frames()
+            if not run.killed:
+                read_frames()
             now = time.monotonic()
             if run.exit is None and zygote.dead:
                 break
-            if run.exit is not None and (reader.eof or now - exited_at > DRAIN_S):
+            if run.exit is not None and (reader.eof or run.killed or now - exited_at > DRAIN_S):
                 break
             if run.exit is None and not run.killed:
                 if now >= next_poll:
                     run.peak_mb = max(run.peak_mb, _private_mb(pid))
                     next_poll = now + MEMORY_POLL_S
-                reason = ("wall" if now - started > limits.wall_s else "test" if now - test_started >
-                          limits.test_timeout_s else "memory" if run.peak_mb > limits.memory_mb else "")
+                reason = ("channel" if reader.error or protocol.error else "wall" if now - started > limits.wall_s
+                          else "test" if now - test_started > limits.test_timeout_s
+                          else "memory" if run.peak_mb > limits.memory_mb else "")
                 if reason:
                     run.killed, run.killed_in = reason, current
                     _kill(pid)
                     sweep(pid)
+    except BaseException:
+        _kill(pid)
+        sweep(pid)
+        raise
     finally:
         os.close(fd)
-    run.channel_error = reader.error
+    run.channel_error = reader.error or protocol.error
     run.wall_s = time.monotonic() - started
     return run
 

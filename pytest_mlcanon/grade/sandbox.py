@@ -118,6 +118,7 @@ class SandboxSpec:
     memory_mb: int = 2048
     output_mb: int = 16
     processes: int = 64
+    hidden: tuple[str, ...] = ()  # files shown empty (the item's reference and its compiled copies)
 
 
 @dataclass
@@ -158,6 +159,9 @@ def confine(spec: SandboxSpec, keep_fd: int) -> Confinement:
         done.note("network: not isolated; sockets are blocked by the audit hook", "network")
         done.note("file system: the whole machine is visible; writes outside scratch are blocked by the audit "
                   "hook", "file system")
+        if spec.hidden:
+            done.note("reference: readable (no mount namespace); opening it is blocked by the audit hook",
+                      "the item's reference files")
     else:
         done.mode = "root" if root else "user namespace"
         if not root:
@@ -168,6 +172,7 @@ def confine(spec: SandboxSpec, keep_fd: int) -> Confinement:
         if spec.filesystem:
             _minimal_root(spec, done)
         else:
+            _hide(spec, "", done)
             _fresh_proc("/proc", done)
             done.note("file system: the whole machine is visible (turned off in the teacher's config)",
                       "file system (turned off in the teacher's config)")
@@ -392,6 +397,7 @@ def _minimal_root(spec: SandboxSpec, done: Confinement) -> None:
                                                                                   read_only=False):
         done.note("file system: the whole machine is visible (the job folder could not be shown)", "file system")
         return
+    _hide(spec, new, done)
     if not _pivot(new):
         done.note("file system: the whole machine is visible (pivot_root and chroot were refused)", "file system")
         return
@@ -400,6 +406,23 @@ def _minimal_root(spec: SandboxSpec, done: Confinement) -> None:
     skipped = f"; not shown: {', '.join(failed)}" if failed else ""
     done.note(f"file system: a minimal root (system folders, Python and the job folder, read-only except "
               f"scratch; nothing else of the machine){skipped}")
+
+
+def _hide(spec: SandboxSpec, new: str, done: Confinement) -> None:
+    """Cover each of ``spec.hidden`` (under the root being built at ``new``, '' for the machine's) with
+    an empty read-only file: the item's own reference and its compiled copies read as empty, while the
+    other references its items build on still load."""
+    if not spec.hidden:
+        return
+    empty = os.path.join(spec.job_dir, ".empty")
+    os.close(os.open(empty, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o444))
+    left = [target for target in spec.hidden
+            if os.path.isfile(new + target) and not _mount(empty, new + target, None, MS_BIND)]
+    if left:
+        done.note(f"reference: readable ({len(left)} file(s) could not be covered); opening it is blocked by the "
+                  f"audit hook", "the item's reference files")
+    else:
+        done.note("reference: the item's reference files show empty (own mount namespace)")
 
 
 def _show(path: str, new: str, read_only: bool, recursive: bool = True) -> bool:

@@ -10,8 +10,10 @@ is still the one at its path, so removing a file never lets two graders hold one
 Because the uid is the job's alone, ``sweep`` can kill *every* process it owns: a fork bomb's
 children, a daemon that called ``setsid``,
 anything. It runs ``kill -9 -1`` as that user (the kernel then signals all of the user's processes
-in one step, racing no fork) and checks ``/proc`` until none is left. Without a uid (the grader is
-not root) it kills the job's process group.
+in one step, racing no fork) and checks ``/proc`` until none is left; then it removes whatever the
+user owns in the folders anyone may write (``/tmp``, ``/dev/shm``...), so the next job given the uid
+finds nothing of the last one. Without a uid (the grader is not root) it kills the job's process
+group.
 """
 
 from __future__ import annotations
@@ -168,8 +170,9 @@ def processes_of(uid: int) -> list[int]:
 
 
 def sweep(uid: int | None, pgid: int) -> int:
-    """Kill every process the job left: all of ``uid``'s, else the process group. Returns how many
-    processes were still alive when the sweep began."""
+    """Kill every process the job left (all of ``uid``'s, else the process group) and, with a uid,
+    remove every file it owns in the folders anyone may write. Returns how many processes were still
+    alive when the sweep began."""
     if uid is None:
         try:
             os.killpg(pgid, signal.SIGKILL)
@@ -177,8 +180,40 @@ def sweep(uid: int | None, pgid: int) -> int:
             return 0
         return 1
     left = processes_of(uid)
-    if not left:
-        return 0
+    if left:
+        _kill_all(uid)
+    remove_files(uid)
+    return len(left)
+
+
+#: Folders any user may write to: where a job without a read-only file system could leave files.
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/shm", "/run/lock", "/var/lock", "/dev/mqueue")
+
+
+def remove_files(uid: int, folders: tuple[str, ...] = SHARED_FOLDERS) -> int:
+    """Remove what ``uid`` owns at the top of ``folders`` (with all it holds); returns how many
+    entries went."""
+    removed = 0
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+                removed += 1
+            except OSError:
+                continue
+    return removed
+
+
+def _kill_all(uid: int) -> None:
     kill = shutil.which("kill")
     for _ in range(SWEEP_PASSES):
         if kill is not None:
@@ -192,4 +227,3 @@ def sweep(uid: int | None, pgid: int) -> int:
         if not processes_of(uid):
             break
         time.sleep(0.01)
-    return len(left)

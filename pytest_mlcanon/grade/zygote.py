@@ -1,16 +1,20 @@
 """The zygote: the warm parent of every grading child.
 
-Started once per batch (``python -m pytest_mlcanon.grade.zygote FD LOG``) by the grading parent, it
-imports torch, numpy and pytest once, then runs the selected items' reference tests once against the
-references (the calibration: it records the expected test ids and the seeded re-check cases, and it
-warms every lazy import and the assertion-rewrite cache the jobs will need), forgets the canon
-modules, and serves: for each job it forks a child that confines itself and runs the job
-(``child.main``), hands the parent the read end of the child's result pipe, and reports the
-child's exit status and resource usage when it is reaped.
+Started once per batch (``python -m pytest_mlcanon.grade.zygote FD``) by the grading parent, it
+imports torch, numpy, pytest and the modules torch imports on first use once, compiles (with their
+assertions rewritten) the test files of the batch's items without importing them, and serves: for
+each job it forks a child that confines itself and runs the job (``child.main``), hands the parent
+the read end of the child's result pipe, and reports the child's exit status and resource usage when
+it is reaped.
 
-It runs only trusted code (the references and their tests) and talks only to the grading parent, on
-a socket the children close before they confine themselves. It stays single-threaded, so forking is
-safe, and it pins torch to one thread before anything computes.
+It never imports a reference module of the canon (``canon_refs.<area>.<module>``), a test module or
+anything that holds an answer: every child inherits its memory, so nothing in it may help a job.
+The answers live in the verifier (``verifier``), a process of their own. ``_fork`` refuses to fork
+from a zygote that has imported a canon module.
+
+It talks only to the grading parent, on a socket the children close before they confine
+themselves. It stays single-threaded, so forking is safe, and it pins torch to one thread before
+anything computes.
 """
 
 from __future__ import annotations
@@ -53,14 +57,48 @@ def _preload() -> None:
     import pytest  # noqa: F401
 
     import pytest_mlcanon.grade.child  # noqa: F401
-    import pytest_mlcanon.grade.recheck  # noqa: F401
+    import pytest_mlcanon.grade.replay  # noqa: F401
     import pytest_mlcanon.grade.stream  # noqa: F401
     import pytest_mlcanon.plugin  # noqa: F401
     import pytest_mlcanon.run  # noqa: F401
+    import pytest_mlcanon.testing  # noqa: F401
     from pytest_mlcanon.grade import sandbox
 
     sandbox.warm()  # the C library and Python's folders, once, not in every child
-    _cache_assertion_rewrites()
+    _install_rewrite_cache()
+    _exercise()
+
+
+def _exercise() -> None:
+    """Run, once, the torch and numpy paths the items' tests take first in any process (a forward and
+    backward pass, an optimizer step, the usual losses and comparisons), on the zygote's own toy
+    model: each child then inherits them initialised. The references stay out: the zygote runs only
+    this trusted code."""
+    import copy
+
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    generator = torch.Generator().manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(8, 4), torch.nn.LayerNorm(4), torch.nn.Linear(4, 8))
+    frozen = copy.deepcopy(model).eval().requires_grad_(False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    ids = torch.randint(0, 8, (2, 5), generator=generator)
+    mask = ids > 0
+    for _ in range(2):
+        logits = model(ids)
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+        with torch.no_grad():
+            ref = torch.log_softmax(frozen(ids), dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+        margin = torch.where(mask, logp - ref, torch.zeros_like(logp)).sum(dim=1)
+        loss = F.softplus(-margin).mean() + F.cross_entropy(logits.reshape(-1, 8), ids.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    torch.randperm(4, generator=generator)
+    torch.testing.assert_close(torch.sigmoid(margin.detach()), torch.sigmoid(margin.detach()))
+    np.testing.assert_allclose(np.linalg.norm(np.ones((2, 2)), axis=1), np.sqrt(2.0) * np.ones(2))
 
 
 #: Modules torch imports on first use, each costing a fresh process up to ~0.7 s: the first optimizer
@@ -81,25 +119,40 @@ def _import_lazy_torch_modules() -> None:
             continue
 
 
-def _cache_assertion_rewrites() -> None:
-    """Keep pytest's assertion-rewritten test modules in memory, keyed by file, size and mtime, so
-    each child reuses the code the calibration compiled (with ``PYTHONDONTWRITEBYTECODE`` set, or a
-    read-only package, pytest would rewrite every test file again in every child)."""
+def _install_rewrite_cache() -> None:
+    """Keep pytest's assertion-rewritten test modules in memory, keyed by file, size and mtime (with
+    ``PYTHONDONTWRITEBYTECODE`` set, or a read-only package, pytest would rewrite every test file
+    again in every child)."""
     from _pytest.assertion import rewrite
 
     original = getattr(rewrite, "_rewrite_test", None)
     if original is None:
         return
-    cache: dict[tuple[str, int, int], Any] = {}
 
     def cached(fn: Any, config: Any) -> Any:
         st = os.stat(fn)
         key = (str(fn), st.st_mtime_ns, st.st_size)
-        if key not in cache:
-            cache[key] = original(fn, config)
-        return cache[key]
+        if key not in _REWRITTEN:
+            _REWRITTEN[key] = original(fn, config)
+        return _REWRITTEN[key]
 
     rewrite._rewrite_test = cached
+
+
+_REWRITTEN: dict[tuple[str, int, int], Any] = {}
+
+
+def _rewrite(files: list[str]) -> None:
+    """Compile ``files`` (the items' test files and conftest) as pytest would, without importing them:
+    their code lands in the cache every child inherits. ``config`` None: no assertion-pass hook, as
+    in the jobs' ini."""
+    from _pytest.assertion import rewrite
+
+    for name in files:
+        try:
+            rewrite._rewrite_test(Path(name), None)  # type: ignore[arg-type]
+        except (OSError, SyntaxError, ValueError):
+            continue
 
 
 def _send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
@@ -130,8 +183,15 @@ def _serve(sock: socket.socket) -> None:
             message = pickle.loads(data)  # noqa: S301 - only the grading parent holds this socket
             if message["op"] == "fork":
                 _fork(sock, message)
-            elif message["op"] == "calibrate":
-                _send(sock, {"op": "calibrated", **_calibrate(message)})
+            elif message["op"] == "warm":
+                _rewrite(list(message["files"]))
+                if message.get("dispatch"):
+                    from pytest_mlcanon.grade import forbidden
+
+                    forbidden.warm_up()
+                gc.collect()
+                gc.freeze()  # what exists now is shared by every child: never traverse (and copy) it again
+                _send(sock, {"op": "warmed"})
             elif message["op"] == "stop":
                 return
         _reap(sock)
@@ -157,9 +217,19 @@ def _reap(sock: socket.socket) -> None:
                      "maxrss_kb": usage.ru_maxrss})
 
 
+def canon_modules() -> list[str]:
+    """The canon's reference and test modules this process has imported (its own packages aside)."""
+    return [name for name in sys.modules
+            if name.split(".", 1)[0] in ("canon_tests", "mlbook") or (name.startswith("canon_refs.")
+                                                                        and name.count(".") >= 2)]
+
+
 def _fork(sock: socket.socket, message: dict[str, Any]) -> None:
     from pytest_mlcanon.grade import child
 
+    leaked = canon_modules()
+    if leaked:  # a job must never inherit an answer: refuse rather than fork
+        raise RuntimeError(f"the zygote imported canon modules ({', '.join(leaked[:3])}); it cannot fork jobs")
     path = Path(message["request"])
     request = pickle.loads(path.read_bytes())  # noqa: S301 - written by the grading parent, 0600
     path.unlink()
@@ -182,45 +252,6 @@ def _fork(sock: socket.socket, message: dict[str, Any]) -> None:
     os.close(write_end)
     _send(sock, {"op": "forked", "job": message["job"], "pid": pid}, [read_end])
     os.close(read_end)
-
-
-def _calibrate(message: dict[str, Any]) -> dict[str, Any]:
-    """The reference run: expected test ids, reference failures and re-check cases per item."""
-    import contextlib
-    import io
-
-    import pytest
-
-    from pytest_mlcanon import catalog
-    from pytest_mlcanon.grade import child, recheck
-    from pytest_mlcanon.redirect import REF_PACKAGE
-
-    items = catalog.select(message["items"])
-    recorder = recheck.Recorder(items, frozenset(message["skip"]))
-    os.chdir(message["dir"])
-    argv = child.pytest_argv(message["ini"], message["tests_dir"], message["items"], REF_PACKAGE,
-                             tuple(message["options"]))
-    sink = io.StringIO()
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-        status = pytest.main(argv, plugins=[recorder])
-    cases = recorder.cases(int(message["seed"])) if message["recheck"] else {}
-    _forget_canon_modules()
-    gc.collect()
-    gc.freeze()  # what exists now is shared by every child: never traverse (and copy) it again
-    result = {"nodeids": recorder.nodeids, "probes": recorder.probes,
-              "contract": recorder.contract, "failed": recorder.failed, "cases": cases, "status": int(status),
-              "log": sink.getvalue()[-4000:]}
-    out = Path(message["out"])
-    out.write_bytes(pickle.dumps(result))
-    return {"out": str(out)}
-
-
-def _forget_canon_modules() -> None:
-    """Drop the test modules and the canon modules, so each child imports its learner's files afresh."""
-    for name in list(sys.modules):
-        head = name.split(".", 1)[0]
-        if head in ("canon_tests", "mlbook") or (head == "canon_refs" and name.count(".") >= 2):
-            del sys.modules[name]
 
 
 if __name__ == "__main__":

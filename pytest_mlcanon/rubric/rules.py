@@ -256,6 +256,7 @@ INTEGRITY_RULES: tuple[Rule, ...] = tuple(Rule(code, INTEGRITY, title, message="
     ("INT107", "forged or corrupted the result channel", "print nothing to file descriptors you did not open"),
     ("INT108", "ran dynamic or native code (blocked)", "write plain Python"),
     ("INT109", "tried to signal or limit another process (blocked)", "return a value or raise an exception"),
+    ("INT110", "left processes running after the job ended", "start no process; return when done"),
 ))
 
 BY_CODE = {rule.code: rule for rule in (*RULES, *INTEGRITY_RULES)}

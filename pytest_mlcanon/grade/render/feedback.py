@@ -33,7 +33,7 @@ def _item(item: ItemResult) -> list[str]:
         rows = [[AXIS_TITLES[a], axis_mark(item, a), number(item.axis_points.get(a, 0.0))] for a in AXES]
         lines += ["", table(["axis", "yes?", "points"], rows)]
     if item.recheck.status != "not re-checked" or item.recheck.detail:
-        lines += ["", f"Seeded re-check: **{cell(item.recheck.status)}** ({cell(item.recheck.detail)})"]
+        lines += ["", f"Seeded re-check: **{cell(item.recheck.label())}** ({cell(item.recheck.detail)})"]
         lines += [f"- {cell(p)}" for p in item.recheck.problems]
     if item.integrity:
         lines += ["", "Integrity flags (the item is flagged for review):"]

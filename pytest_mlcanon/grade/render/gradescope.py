@@ -62,8 +62,8 @@ def _entries(item: ItemResult, visibility: str) -> list[dict[str, Any]]:
         entries.append(_entry(f"{label} {AXIS_TITLES[axis]}", item.axis_points.get(axis, 0.0),
                               item.axis_max.get(axis, 0.0), bool(item.axes.get(axis)),
                               "\n".join(findings) or "no findings", visibility))
-    entries.append(_entry(f"{label} seeded re-check", 0.0, 0.0, item.recheck.status in ("passed", "not re-checked"),
-                          "\n".join([f"{item.recheck.status}: {item.recheck.detail}", *item.recheck.problems]),
+    entries.append(_entry(f"{label} seeded re-check", 0.0, 0.0, item.recheck.status == "passed",
+                          "\n".join([f"{item.recheck.label()}: {item.recheck.detail}", *item.recheck.problems]),
                           visibility))
     entries.append(_entry(f"{label} integrity", 0.0, 0.0, not item.flagged,
                           "\n".join(f.render() for f in item.integrity) or "no integrity flags", visibility))

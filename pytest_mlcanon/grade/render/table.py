@@ -28,8 +28,10 @@ def tests_cell(item: ItemResult) -> str:
 
 
 def summary_cell(item: ItemResult) -> str:
-    """The class table's cell: the score, or what stopped the item; flagged items say so."""
+    """The class table's cell: the score, or what stopped the item; flagged and unverified items say so."""
     base = score_cell(item) if item.status is Status.SCORED else str(item.status)
+    if item.recheck.status == "unverified" and item.status.scored:
+        base = f"{base} UNVERIFIED"
     return f"FLAGGED {base}" if item.flagged else base
 
 
@@ -48,7 +50,7 @@ def csv_row(book: Gradebook, student: StudentResult) -> list[str]:
 
 
 def item_values(item: ItemResult) -> list[str]:
-    return [str(item.status), *(axis_mark(item, a) for a in AXES), score_cell(item), tests_cell(item), item.recheck.status,
+    return [str(item.status), *(axis_mark(item, a) for a in AXES), score_cell(item), tests_cell(item), item.recheck.label(),
             number(item.points), number(item.max_points), f"{item.time_s:.2f}", " ".join(item.codes), item.verdict]
 
 
@@ -64,7 +66,7 @@ def summary_row(book: Gradebook, student: StudentResult) -> list[str]:
 
 def detail_row(student: StudentResult, item: ItemResult) -> list[str]:
     return [student.student, *(axis_mark(item, a) for a in AXES), score_cell(item), tests_cell(item),
-            item.recheck.status, f"{number(item.points)}/{number(item.max_points)}", f"{item.time_s:.1f}s",
+            item.recheck.label(), f"{number(item.points)}/{number(item.max_points)}", f"{item.time_s:.1f}s",
             " ".join(item.codes) or "-", item.verdict]
 
 

@@ -1,0 +1,458 @@
+"""Unit tests of the grader's trust boundary (issue 23 points 1-4) that need no child process: the
+channel's protocol and limits, the answers' codec, the parent's comparison and trust policy, the
+redirect's forgetting, the zygote's refusal to fork with an answer in memory, the uid sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+import torch
+
+from pytest_mlcanon import catalog, redirect
+from pytest_mlcanon.evidence import Status
+from pytest_mlcanon.grade import assess, channel, compare, config, recheck, replay, uids, values, zygote
+from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
+from pytest_mlcanon.grade.render import csvfile, feedback, gradescope, markdown
+from pytest_mlcanon.grade.render.table import summary_cell
+from pytest_mlcanon.rubric.model import Verdict
+
+DPO = catalog.get("posttrain/dpo")
+
+
+# -- the channel: numbered frames in the protocol's order, bounded nesting -------------------------------------
+
+
+def _frames(*frames: tuple[str, dict]) -> list[dict]:
+    return [{"kind": kind, "seq": n, **payload} for n, (kind, payload) in enumerate(frames)]
+
+
+HONEST = (("hello", {}), ("phase", {"name": "recheck"}), ("start", {"test": "recheck::f[0]"}),
+          ("recheck", {"index": 0}), ("start", {"test": "recheck::f[1]"}), ("recheck", {"index": 1}),
+          ("collected", {}), ("start", {"test": "t1"}), ("outcome", {"outcome": {"nodeid": "t1"}}),
+          ("violation", {}), ("outcome", {"outcome": {"nodeid": "t1"}}), ("start", {"test": "t2"}),
+          ("outcome", {"outcome": {"nodeid": "t2"}}), ("evidence", {}), ("done", {}))
+
+
+def _check(frames: list[dict]) -> str:
+    protocol = channel.Protocol()
+    for frame in frames:
+        if not protocol.feed(frame):
+            break
+    return protocol.error
+
+
+def test_the_protocol_accepts_the_frames_a_writer_numbers() -> None:
+    read, write = os.pipe()
+    writer = channel.ChannelWriter(write)
+    for kind, payload in HONEST:
+        writer.send(kind, **payload)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    frames = []
+    while data:
+        (size,) = channel.HEADER.unpack_from(data)
+        frame, error = channel.parse(data[channel.HEADER.size:channel.HEADER.size + size])
+        assert frame is not None and not error
+        frames.append(frame)
+        data = data[channel.HEADER.size + size:]
+    assert [f["kind"] for f in frames] == [kind for kind, _ in HONEST] and [f["seq"] for f in frames] == list(
+        range(len(HONEST)))
+    assert _check(frames) == ""
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (lambda f: f[:8] + [f[7]] + f[8:], "numbered"),  # a frame sent twice
+    (lambda f: f[:3] + f[5:], "numbered"),  # a gap
+    (lambda f: [{**x, "seq": n} for n, x in enumerate(f[:8] + [f[7]] + f[8:])], "started twice"),
+    (lambda f: [{**x, "seq": n} for n, x in enumerate(f[:12] + [f[8]] + f[12:])], "while 't2' runs"),
+    (lambda f: [{**x, "seq": n} for n, x in enumerate(f[:3] + f[4:])], "started twice"),
+    (lambda f: [{**x, "seq": n} for n, x in enumerate(f[:3] + [{**f[3], "index": 5}] + f[4:])], "case 0 was due"),
+    (lambda f: [{**x, "seq": n} for n, x in enumerate(f + [f[-2]])], "after the job ended"),
+    (lambda f: [{**x, "seq": n} for n, x in enumerate(f[1:])], "before hello"),
+    (lambda f: [{**x, "seq": n} for n, x in enumerate(f[:8] + [f[3]] + f[8:])], "re-check answer out of order"),
+    (lambda f: [{**x, "seq": n} for n, x in enumerate(f[:1] + f[6:7] + f[1:6] + f[7:])], "out of order"),
+    (lambda f: [{**x, "seq": n} for n, x in enumerate(f[:-2] + [f[1]] + f[-2:])], "out of order"),
+    (lambda f: [{**x, "seq": True} if n == 0 else x for n, x in enumerate(f)], "numbered"),
+])
+def test_a_duplicate_missing_or_out_of_order_frame_breaks_the_protocol(change: object, words: str) -> None:
+    frames = change(_frames(*HONEST))  # type: ignore[operator]
+    assert words in _check(frames)
+
+
+@pytest.mark.parametrize("depth", [channel.MAX_JSON_DEPTH + 1, 100_000])
+def test_a_deeply_nested_frame_is_an_error_never_an_exception(depth: int) -> None:
+    body = b'{"kind":"evidence","seq":0,"evidence":' + b"[" * depth + b"]" * depth + b"}"
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    reader = channel.FrameReader(read)
+    frames = []
+    data = channel.HEADER.pack(len(body)) + body
+    while data:  # the pipe holds 64 KiB: write and read in turns
+        written = os.write(write, data[:1 << 15])
+        data = data[written:]
+        frames += reader.read()
+    os.close(write)
+    while not reader.eof:
+        frames += reader.read()
+    os.close(read)
+    assert frames == [] and f"deeper than {channel.MAX_JSON_DEPTH}" in reader.error
+
+
+def test_a_frame_at_the_depth_a_job_needs_is_accepted() -> None:
+    nested: object = 1.5
+    for _ in range(values.MAX_DEPTH):
+        nested = [nested]
+    body = json.dumps({"kind": "recheck", "seq": 0, "result": values.encode(nested)}).encode()
+    frame, error = channel.parse(body)
+    assert error == "" and frame is not None
+
+
+# -- the answers' codec ------------------------------------------------------------------------------------------
+
+
+class _Sneaky(torch.Tensor):
+    """A tensor subclass: it could answer each reader differently."""
+
+
+def test_a_tensor_subclass_is_opaque_and_a_module_travels_as_its_parameters() -> None:
+    sneaky = torch.zeros(2).as_subclass(_Sneaky)
+    assert values.decode(values.encode_result(sneaky)) == values.Opaque("_Sneaky")
+    layer = torch.nn.Linear(2, 1).eval()
+    layer.bias.requires_grad_(False)
+    decoded = values.decode(values.encode_result(layer))
+    assert isinstance(decoded, values.Module) and decoded.type == "Linear" and not decoded.training
+    assert set(decoded.parameters) == {"weight", "bias"} and not decoded.parameters["bias"].requires_grad
+    np.testing.assert_array_equal(decoded.parameters["weight"].values, layer.weight.detach().numpy())
+
+
+@pytest.mark.parametrize("tag", values.RECIPES)
+def test_the_parent_never_builds_a_recipe(tag: str) -> None:
+    with pytest.raises(values.CodecError):
+        values.decode({"$": tag, "data": "gASVAAAAAAAAAAA="})
+    assert isinstance(values.decode({"$": tag, "data": ""}, to_torch=True), values.Recipe)
+
+
+# -- the parent's comparison -------------------------------------------------------------------------------------
+
+
+def _enc(value: object) -> object:
+    return values.decode(values.encode_result(value))
+
+
+def test_python_floats_from_float32_inputs_get_float32_tolerance() -> None:
+    step = {"function": "f", "args": values.encode((torch.tensor([12.0], dtype=torch.float32),)),
+            "kwargs": values.encode({})}
+    context = compare.Context.of("a/b", {"function": "f", "steps": [step]})
+    assert context.precision == "float32" and context.scale == 12.0
+    assert compare.compare(0.0752918, 0.0753918, "r", context) == []
+    assert compare.compare(0.0752918, 0.0753918, "r") != []  # float64 inputs: that is far off
+    assert compare.compare(0.0752918, 0.0852918, "r", context) != []
+
+
+def test_a_masked_value_is_the_same_as_minus_infinity() -> None:
+    masked = torch.tensor([0.5, float("-inf")])
+    lowest = torch.tensor([0.5, torch.finfo(torch.float32).min])
+    assert compare.compare(_enc(masked), _enc(lowest)) == [] == compare.compare(_enc(lowest), _enc(masked))
+    assert compare.compare(_enc(masked), _enc(torch.tensor([0.5, -1e30]))) != []
+
+
+def test_a_module_is_compared_parameter_by_parameter_with_its_mode_and_flags() -> None:
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(3, 2)
+    expected = _enc(layer.eval())
+    same = _enc(layer)
+    assert compare.compare(expected, same) == []
+    assert "training mode" in compare.compare(expected, _enc(layer.train()))[0]
+    assert compare.compare(expected, _enc(layer), context=compare.Context(argument=True)) == []
+    with torch.no_grad():
+        layer.weight.add_(0.01)
+    assert "weight: off by" in compare.compare(expected, _enc(layer.eval()))[0]
+    assert "expected a Linear module" in compare.compare(expected, _enc(torch.nn.Identity()))[0]
+
+
+def test_kmeans_clusters_compare_up_to_a_relabelling() -> None:
+    from canon_refs.classical.kmeans import KMeansResult
+
+    centroids = np.array([[0.0, 0.0], [5.0, 5.0]])
+    want = KMeansResult(centroids, np.array([0, 0, 1]), 1.0, 3, [2.0, 1.0])
+    relabelled = KMeansResult(centroids[::-1].copy(), np.array([1, 1, 0]), 1.0, 2, [1.0])
+    wrong = KMeansResult(centroids[::-1].copy(), np.array([1, 0, 0]), 1.0, 2, [1.0])
+    context = compare.Context(canonical="clusters")
+    assert compare.compare(_enc(want), _enc(relabelled), context=context) == []
+    assert compare.compare(_enc(want), _enc(wrong), context=context) != []
+    assert compare.compare(_enc(want), _enc(relabelled)) != []  # only in its canonical form
+
+
+def test_pca_projections_compare_up_to_their_signs() -> None:
+    z = np.array([[1.0, -2.0], [3.0, 0.5]])
+    expected, flipped = _enc([z]), _enc([z * np.array([-1.0, 1.0])])
+    assert compare.compare(expected, flipped, context=compare.Context(canonical="signs")) == []
+    assert compare.compare(expected, _enc([z * 1.1]), context=compare.Context(canonical="signs")) != []
+
+
+# -- running a case: the same code on both sides ------------------------------------------------------------------
+
+
+def test_a_case_runs_the_same_on_the_verifiers_and_the_jobs_side() -> None:
+    from canon_refs.posttrain import dpo
+
+    case = {"kind": "call", "module": "posttrain/dpo", "function": "dpo_loss", "opaque": [False],
+            "steps": [{"function": "dpo_loss", "args": values.encode((-12.0, -11.5, -13.0, -10.8)),
+                       "kwargs": values.encode({"beta": 0.1})}]}
+    verifier = replay.run_case(case, replay.import_module, report_all=True)
+    job = replay.run_case({**case, "mutated": []}, lambda path: dpo)
+    assert not verifier.raised and verifier.result == job.result
+    assert values.decode(job.result).type == "DPOOutput"
+
+
+def test_parameters_named_otherwise_make_a_case_unverifiable_not_failed() -> None:
+    class Renamed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(2))
+
+    with pytest.raises(replay.Unverifiable, match="missing weight"):
+        replay.load_parameters(Renamed(), {"weight": torch.ones(2)}, training=False)
+    layer = torch.nn.Linear(2, 1)
+    replay.load_parameters(layer, {"weight": torch.ones(1, 2), "bias": torch.zeros(1)}, training=False)
+    assert torch.equal(layer.weight, torch.ones(1, 2)) and not layer.training
+
+
+def test_training_calls_are_shortened_to_their_first_steps_and_one_batch() -> None:
+    from canon_refs.posttrain import dpo
+
+    call = recheck.Call("posttrain/dpo", "posttrain/dpo", "run_dpo", dpo.run_dpo, ("policy", "ref", [1, 2, 3]),
+                        {"steps": 20, "lr": 0.01})
+    args, kwargs = recheck._shorten(call, recheck.SHORTEN[("posttrain/dpo", "run_dpo")])  # noqa: SLF001
+    assert args == ("policy", "ref", [1]) and kwargs == {"steps": 2, "lr": 0.01}
+
+
+def test_kinds_of_call_tell_scalars_tensors_batches_and_dtypes_apart() -> None:
+    kinds = {recheck.kind(((x,), {})) for x in (1.0, torch.zeros(3), torch.zeros(2, 3), torch.zeros(3).double(),
+                                                  torch.zeros(4), np.zeros(3))}
+    assert len(kinds) == 5  # zeros(3) and zeros(4): the same kind
+
+
+# -- the trust policy for what cannot be verified ------------------------------------------------------------------
+
+
+def _scored(check: Recheck, policy: str) -> ItemResult:
+    result = ItemResult(DPO.slug, DPO.number, DPO.title, Status.SCORED, axes={a: True for a in
+                        ("correctness", "shapes", "numerics", "api", "explanation")}, score=5,
+                        tests=[GradedTest("t1", "passed"), GradedTest("t2", "passed")], recheck=check, max_points=10)
+    settings = config.from_table({"recheck": {"unverified": policy}})
+    check.policy = policy if check.status == "unverified" else ""
+    assess._award(result, settings)  # noqa: SLF001
+    return result
+
+
+@pytest.mark.parametrize(("policy", "correctness", "withheld"), [("award", 6.0, 0.0), ("review", 0.0, 6.0),
+                                                                    ("zero", 0.0, 0.0)])
+def test_what_an_unverified_item_earns_is_the_teachers_choice(policy: str, correctness: float,
+                                                              withheld: float) -> None:
+    result = _scored(Recheck("unverified", "no case"), policy)
+    assert result.axis_points["correctness"] == pytest.approx(correctness)
+    assert result.recheck.withheld == pytest.approx(withheld)
+    assert result.points == pytest.approx(correctness + 4.0)
+    verified = _scored(Recheck("passed", "ok", 3), policy)
+    assert verified.axis_points["correctness"] == pytest.approx(6.0) and verified.recheck.withheld == 0.0
+
+
+def test_unverified_is_said_in_every_output() -> None:
+    from pytest_mlcanon.grade.gradebook import Gradebook, StudentResult
+
+    result = _scored(Recheck("unverified", "no call the re-check can carry"), "review")
+    result.verdict = assess._verdict(result, "", Verdict("yes"))  # noqa: SLF001
+    book = Gradebook([DPO.slug], {DPO.slug: DPO.title}, [StudentResult("ann", items=[result])], config={})
+    student = book.students[0]
+    assert "correctness unverified (6 points held for review)" in result.verdict
+    assert "UNVERIFIED" in summary_cell(result)
+    assert "unverified (review)" in csvfile.render(book) and "unverified (review)" in markdown.render(book)
+    assert "unverified (review)" in feedback.render(book, student)
+    entries = gradescope.results(book, student)["tests"]
+    assert any(e["name"].endswith("seeded re-check") and e["output"].startswith("unverified (review)")
+               for e in entries)
+    assert json.loads(json.dumps(book.to_dict()))["students"][0]["items"][0]["recheck"]["policy"] == "review"
+
+
+def test_the_default_policy_is_review() -> None:
+    assert config.GradeConfig().unverified == "review" == config.from_table({}).unverified
+    with pytest.raises(config.ConfigError, match="unverified"):
+        config.from_table({"recheck": {"unverified": "maybe"}})
+
+
+# -- nothing of the answer in a job's process ------------------------------------------------------------------------
+
+
+def test_forgetting_canon_modules_removes_them_from_their_package_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    import canon_refs.posttrain as area
+
+    stale = ModuleType("canon_refs.posttrain.dpo")
+    monkeypatch.setitem(sys.modules, "canon_refs.posttrain.dpo", stale)
+    monkeypatch.setattr(area, "dpo", stale, raising=False)
+    redirect._forget_canon_modules()  # noqa: SLF001
+    assert "canon_refs.posttrain.dpo" not in sys.modules and not hasattr(area, "dpo")
+
+
+def test_the_zygote_sees_a_canon_module_it_must_not_fork_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "canon_refs.posttrain.dpo", ModuleType("canon_refs.posttrain.dpo"))
+    assert "canon_refs.posttrain.dpo" in zygote.canon_modules()
+    monkeypatch.delitem(sys.modules, "canon_refs.posttrain.dpo")
+    monkeypatch.setitem(sys.modules, "canon_tests.test_x", ModuleType("canon_tests.test_x"))
+    assert zygote.canon_modules() == ["canon_tests.test_x"]
+
+
+def test_the_child_sees_inputs_only() -> None:
+    case = {"item": "a/b", "module": "a/b", "kind": "call", "function": "f", "args": [], "kwargs": {},
+            "expected": 1, "mutated": {"0": 2}}
+    (shown,) = recheck.child_cases([case])
+    assert "expected" not in shown and shown["mutated"] == ["0"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_the_sweep_removes_a_uids_files_from_the_shared_folders(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    (shared / "dir").mkdir(parents=True)
+    (shared / "dir" / "inner").write_text("x")
+    (shared / "file").write_text("x")
+    (shared / "mine").write_text("x")
+    for path in (shared / "dir", shared / "dir" / "inner", shared / "file"):
+        os.chown(path, 61999, 61999)
+    assert uids.remove_files(61999, (str(shared),)) == 2
+    assert sorted(p.name for p in shared.iterdir()) == ["mine"]
+
+
+def test_a_backward_pass_is_replayed_after_its_forward_pass_and_the_cache_never_compared() -> None:
+    from canon_refs.nn import normalization
+
+    x = values.encode((np.random.default_rng(0).normal(size=(4, 3)), np.ones(3), np.zeros(3)))
+    dy = values.Recipe("step", {"step": 0, "index": 1})
+    case = {"kind": "call", "module": "nn/normalization", "function": "layernorm_backward", "opaque": [True, False],
+            "steps": [{"function": "layernorm_forward", "args": x, "kwargs": values.encode({})},
+                      {"function": "layernorm_backward",
+                       "args": values.encode((np.ones((4, 3)), dy)), "kwargs": values.encode({})}]}
+    answer = replay.run_case(case, lambda path: normalization, report_all=True)
+    forward, backward = values.decode(answer.result)
+    assert not answer.raised and isinstance(forward[1], values.Ignored) and isinstance(forward[0], values.Array)
+    assert len(backward) == 3 and all(isinstance(g, values.Array) for g in backward)
+
+
+# -- the verification table ---------------------------------------------------------------------------------------
+
+
+def test_the_verification_document_is_generated_from_the_code_table() -> None:
+    from pytest_mlcanon.grade import verification
+
+    assert verification.DOC.read_text(encoding="utf-8") == verification.render(), (
+        "docs/verification.md is stale: run python -m pytest_mlcanon.grade.verification --write")
+
+
+def test_the_verification_table_covers_every_item_of_the_canon() -> None:
+    from pytest_mlcanon.grade import verification
+    from pytest_mlcanon.run import in_canon
+
+    assert set(verification.TABLE) == {item.slug for item in catalog.all_items() if in_canon(item)}
+    for slug, coverage in verification.TABLE.items():
+        assert coverage, slug
+        for name, how in coverage.items():
+            assert how.split(":")[0] in ("verified", "unverified", recheck.UNTESTED), (slug, name, how)
+
+
+def test_the_parent_holding_the_calibration_is_undumpable_while_it_does() -> None:
+    import ctypes
+
+    from pytest_mlcanon.grade import batch
+
+    prctl = ctypes.CDLL(None).prctl
+    assert batch._undumpable()  # noqa: SLF001
+    try:
+        assert prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE: no other process of the user may read its memory
+    finally:
+        batch._set_dumpable(True)  # noqa: SLF001
+    assert prctl(3, 0, 0, 0, 0) == 1
+
+
+def test_types_are_exact_but_a_floating_result_may_have_another_precision() -> None:
+    expected = _enc(torch.tensor([0.25, 0.75], dtype=torch.float16))
+    assert compare.compare(expected, _enc(torch.tensor([0.25, 0.75], dtype=torch.float32))) == []
+    assert "got a float32 ndarray" in compare.compare(expected, _enc(np.array([0.25, 0.75], dtype=np.float32)))[0]
+    assert "got a float32 tensor" in compare.compare(_enc(torch.tensor([1, 2])), _enc(torch.tensor([1.0, 2.0])))[0]
+    assert compare.compare(_enc(torch.tensor([0.25], dtype=torch.float16)), _enc(torch.tensor([0.3]))) != []
+
+
+# -- forbidden shortcuts seen by what runs ------------------------------------------------------------------------
+
+
+def _attention(q: torch.Tensor) -> torch.Tensor:
+    weights = torch.softmax(q @ q.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)
+    return weights @ q
+
+
+SDPA = "torch.nn.functional.scaled_dot_product_attention"
+
+
+@pytest.mark.parametrize(("forbidden", "call"), [
+    (SDPA, lambda q: torch.nn.functional.scaled_dot_product_attention(q, q, q)),
+    (SDPA, lambda q: torch._C._nn.scaled_dot_product_attention(q, q, q)),  # noqa: SLF001
+    (SDPA, lambda q: torch.ops.aten.scaled_dot_product_attention(q, q, q)),
+    (SDPA, lambda q: torch.ops.aten.scaled_dot_product_attention.default(q, q, q)),
+    (SDPA, lambda q: getattr(torch.nn.functional, "scaled_dot_product_" + "attention")(q, q, q)),
+    (SDPA, lambda q: torch._native_multi_head_attention(  # noqa: SLF001 - identity projections: attention itself
+        q, q, q, 4, 1, torch.eye(4).repeat(3, 1), torch.zeros(12), torch.eye(4), torch.zeros(4), need_weights=False)),
+    ("torch.nn.functional.rms_norm", lambda q: torch.rms_norm(q, [q.shape[-1]])),
+    ("torch.nn.functional.rms_norm", lambda q: torch.ops.aten.rms_norm(q, [q.shape[-1]])),
+    ("torch.nn.functional.rms_norm", lambda q: torch.nn.functional.rms_norm(q, [q.shape[-1]])),
+], ids=["functional", "c_nn", "aten_packet", "aten_overload", "getattr", "native_mha", "torch_rms_norm", "aten_rms_norm",
+        "functional_rms_norm"])
+def test_a_forbidden_kernel_is_seen_whichever_name_reaches_it(forbidden: str, call: object) -> None:
+    from pytest_mlcanon.grade.forbidden import Detector
+
+    detector = Detector((forbidden,))
+    q = torch.randn(2, 3, 4, requires_grad=True)
+    with detector.case() as hits:
+        with detector.learner():
+            call(q)  # type: ignore[operator]
+    assert hits == [forbidden]
+    with detector.case() as hits:
+        with detector.learner():
+            _attention(q)
+            torch.nn.functional.layer_norm(q, [4])
+    assert hits == [], "attention and a norm written from their formulas use no forbidden kernel"
+
+
+def test_processes_the_child_saw_left_in_its_pid_namespace_are_flagged() -> None:
+    """In a PID namespace the kernel kills what a job left as the job ends, before the parent's sweep:
+    the child's count in its ``done`` frame still flags them (INT110), and a forged count costs only
+    the job that sent it."""
+    from pytest_mlcanon.grade.runner import JobRun
+
+    claims = assess.read_frames([{"kind": "done", "seq": 0, "left_running": 2}])
+    assert claims.left_running == 2
+    assert [f.code for f in assess._integrity([], claims, JobRun())] == ["INT110"]  # noqa: SLF001
+    for forged in (-5, "many", None, 1.5):
+        assert assess.read_frames([{"kind": "done", "seq": 0, "left_running": forged}]).left_running == 0
+    assert assess._integrity([], assess.read_frames([{"kind": "done", "seq": 0}]), JobRun(leftovers=1))[0].code == "INT110"  # noqa: SLF001
+
+
+def test_an_item_still_the_stub_is_not_attempted(tmp_path: Path) -> None:
+    """The stub ``mlcanon stubs`` writes carries the reference's docstrings: graded, it would earn
+    Explanation and API points for nothing. An item whose files are all still the stub is not attempted."""
+    from pytest_mlcanon import stubs
+    from pytest_mlcanon.grade import batch
+    from pytest_mlcanon.impl import Impl
+
+    stubs.write_stub(tmp_path, "posttrain/dpo")
+    impl = Impl(tmp_path, "--impl")
+    assert "still the stub" in batch.still_stub(impl, DPO)
+    written = tmp_path / "posttrain" / "dpo.py"
+    written.write_text(written.read_text(encoding="utf-8") + "\n\ndef helper():\n    return 1\n", encoding="utf-8")
+    assert batch.still_stub(impl, DPO) == ""
+    written.write_text("_DEEP = " + " + ".join(["1"] * 100_000) + "\n", encoding="utf-8")
+    assert batch.still_stub(impl, DPO) == "", "too deep to parse: not a stub (the job and the scan say why)"
