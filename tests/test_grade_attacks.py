@@ -1108,7 +1108,7 @@ def test_nothing_of_the_batch_outlives_it(batch_run: Graded) -> None:
     assert not kernel_attacks.node_mark().exists() and not ESCAPE_MARK.exists()
     assert batch_run.survivors == {}, "no process of the batch's sandbox uids (read as it ended)"
     assert list(BATCH_TEMP.iterdir()) == [], "the batch's folders are removed"
-    honest = _cell(graded, "honest_good")
+    honest = _cell(batch_run.book, "honest_good")
     assert honest.status is Status.SCORED and honest.points == honest.max_points, "later jobs ran: the zygote lived"
 
 
