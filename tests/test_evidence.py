@@ -168,7 +168,8 @@ def test_the_parent_scores_the_childs_evidence_with_its_own_files(tmp_path: Path
     assert ("SHP002", "amy/detection/boxes.py", 96) in found
     assert ("API001", "amy/detection/boxes.py", 113) in found
     assert cell.axes == {"correctness": True, "shapes": False, "numerics": False, "api": False, "explanation": True}
-    assert cell.verdict == "no 2/5: shapes, numerics and API fluency failed" and not cell.integrity
+    assert cell.verdict == ("no 2/5: shapes, numerics and API fluency failed; correctness unverified (6 points held "
+                            "for review): the re-check is turned off in the teacher's config") and not cell.integrity
 
 
 def test_malformed_evidence_is_a_corrupted_channel(tmp_path: Path) -> None:
