@@ -508,6 +508,28 @@ def test_a_failing_numerics_probe_fails_the_check(pytester: pytest.Pytester, lea
     assert progress.summarize(read_progress(pytester.path)["items"]["posttrain/dpo"]).passes == 0
 
 
+@pytest.mark.parametrize("contract", ["advice", "required"])
+def test_input_checks_given_as_advice_do_not_fail_the_attempt(pytester: pytest.Pytester, learner,
+                                                              contract: str) -> None:
+    """A from-stub NMS with no argument validation scores Correctness yes with its input checks as
+    advice: the attempt passes and the miss log stays empty; with contract = required it does not."""
+    text = (Path(__file__).parent / "impls" / "min_boxes" / "detection" / "boxes.py").read_text()
+    learner(files={"detection/boxes": text})
+    with progress.session(pytester.path) as current:
+        progress.start_clock(current.entry("detection/boxes"), progress.now())
+    result = pytester.runpytest("--canon-item=18", "--impl=practice", "--timed", "-q", "-p", "no:cacheprovider",
+                                f"--canon-contract={contract}")
+    (attempt,) = read_progress(pytester.path)["items"]["detection/boxes"]["attempts"]
+    misslog_file = pytester.path / ".mlcanon" / "misslog.md"
+    if contract == "advice":
+        assert result.ret == pytest.ExitCode.OK
+        result.stdout.fnmatch_lines(["*input checks (advice)*"])
+        assert attempt["passed"] is True and "correctness" not in attempt["axes_failed"]
+        assert "input validation" not in misslog_file.read_text()  # its misses are the rubric's, not advice
+    else:
+        assert attempt["passed"] is False and "correctness" in attempt["axes_failed"]
+
+
 # -- the plan -------------------------------------------------------------------------------------------------
 
 def _passed(number: int, end: float, due: float) -> progress.ItemProgress:
