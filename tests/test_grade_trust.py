@@ -296,9 +296,14 @@ def test_forgetting_canon_modules_removes_them_from_their_package_too(monkeypatc
 
     stale = ModuleType("canon_refs.posttrain.dpo")
     monkeypatch.setitem(sys.modules, "canon_refs.posttrain.dpo", stale)
-    monkeypatch.setattr(area, "dpo", stale, raising=False)
-    redirect._forget_canon_modules()  # noqa: SLF001
-    assert "canon_refs.posttrain.dpo" not in sys.modules and not hasattr(area, "dpo")
+    before = area.__dict__.get("dpo")  # the real module when an earlier test of this worker imported it
+    area.dpo = stale  # type: ignore[attr-defined]
+    try:
+        redirect._forget_canon_modules()  # noqa: SLF001
+        assert "canon_refs.posttrain.dpo" not in sys.modules and not hasattr(area, "dpo")
+    finally:  # not monkeypatch: its undo would delete an attribute the code under test already removed
+        if before is not None:
+            area.dpo = before  # type: ignore[attr-defined]
 
 
 def test_the_zygote_sees_a_canon_module_it_must_not_fork_with(monkeypatch: pytest.MonkeyPatch) -> None:
