@@ -149,6 +149,7 @@ def _marked(cell: ItemResult, unsandboxed: list[str]) -> ItemResult:
     if not unsandboxed:
         return cell
     cell.verdict = f"unsandboxed; {cell.verdict}"
+    cell.outcome = f"unsandboxed; {cell.outcome}"
     cell.sandbox = [f"unsandboxed: {', '.join(unsandboxed)}", *cell.sandbox]
     return cell
 
