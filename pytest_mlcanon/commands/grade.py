@@ -1,7 +1,8 @@
 """``mlcanon grade SUBMISSIONS --item ITEMS [--workers N] [--out DIR] [--shard i/n]``: grade a class.
 
 SUBMISSIONS holds one sub-folder per student, each laid out like the canon (``<area>/<module>.py``,
-or with it under practice/, src/mlbook/, mlbook/ or one folder down), or is itself one submission.
+or with it under practice/, src/mlbook/, mlbook/ or one folder down, or flat: attention.py is placed
+by module name), or is itself one submission.
 Every (student, item) runs in its own sandboxed child with time, CPU, memory and output limits, no
 network and no root; the parent checks what the child reports, flags integrity problems, and writes
 gradebook.csv, gradebook.md, gradebook.json, report.html, feedback/<student>.md and
