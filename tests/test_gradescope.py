@@ -222,11 +222,16 @@ def test_an_ambiguous_flat_name_is_a_clear_row(tmp_path: Path) -> None:
         "(all graded); put each file in its area's folder (transformer/attention.py)")
 
 
-def test_a_folder_with_no_module_names_the_files_expected(tmp_path: Path) -> None:
-    (tmp_path / "my_attention.py").write_text("x = 1\n")
+def test_an_upload_with_no_module_file_is_a_row_naming_the_files_expected(tmp_path: Path) -> None:
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / "my_attention.py").write_text("x = 1\n")
+    (found,) = discover.find(tmp_path / "submission", (DPO, ATTENTION))
+    assert found.impl is None and found.problem == ("no file named after a graded module (dpo.py, attention.py) "
+                                                    "among the files uploaded (my_attention.py)")
+    (tmp_path / "empty").mkdir()
     with pytest.raises(discover.SubmissionsError, match=r"no student folders .*named after a graded module "
                                                         r"\(dpo.py, attention.py\)"):
-        discover.find(tmp_path, (DPO, ATTENTION))
+        discover.find(tmp_path / "empty", (DPO, ATTENTION))
 
 
 # -- the autograder zip ----------------------------------------------------------------------------------------------

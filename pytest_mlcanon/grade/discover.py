@@ -53,6 +53,7 @@ def find(root: Path, items: tuple[catalog.Item, ...] = ()) -> list[Submission]:
         placed, problem = flat
         return [Submission(student_id(root.resolve().name), root, None if problem else root.resolve(), problem, placed)]
     found: list[Submission] = []
+    files: list[str] = []
     taken: set[str] = set()
     try:
         with os.scandir(root) as listing:
@@ -70,6 +71,7 @@ def find(root: Path, items: tuple[catalog.Item, ...] = ()) -> list[Submission]:
                                                                "followed (copy the files in)"))
             continue
         if not entry.is_dir(follow_symlinks=False):
+            files.append(readable(entry.name))
             continue
         student = unique(student_id(entry.name), taken)
         located, problem = locate(folder)
@@ -79,8 +81,13 @@ def find(root: Path, items: tuple[catalog.Item, ...] = ()) -> list[Submission]:
             found.append(Submission(student, folder, None if why else folder.resolve(), why, placed))
         else:
             found.append(Submission(student, folder, located, problem))
+    names = ", ".join(dict.fromkeys(f"{m.rsplit('/', 1)[-1]}.py" for item in items for m in item.modules))
+    if not found and files and names:  # an upload of files only (Gradescope's), none of them a graded module
+        more = f" and {len(files) - 5} more" if len(files) > 5 else ""
+        return [Submission(student_id(root.resolve().name), root, None,
+                           f"no file named after a graded module ({names}) among the files uploaded "
+                           f"({', '.join(files[:5])}{more})")]
     if not found:
-        names = ", ".join(dict.fromkeys(f"{m.rsplit('/', 1)[-1]}.py" for item in items for m in item.modules))
         or_flat = f", or a file named after a graded module ({names})" if names else ""
         raise SubmissionsError(f"{readable(str(root))}: no student folders (expected one sub-folder per "
                                f"student{or_flat})")
