@@ -368,3 +368,22 @@ def test_the_autograder_zip_grades_a_flat_submission_as_gradescope_would(tmp_pat
     assert not leaking, leaking
     assert not list(root.glob("results/*.tmp")) and sorted(p.name for p in (root / "results").iterdir()) == [
         "results.json"]
+
+
+@pytest.mark.slow
+def test_the_bundled_source_builds_the_package_setup_sh_installs(tmp_path: Path) -> None:
+    """setup.sh installs pytest-mlcanon from the zip's copy of its source: that copy alone builds the
+    wheel (offline here: no build isolation, no index), with the plugin's entry point and its data."""
+    with zipfile.ZipFile(_build(tmp_path, "--item", "posttrain/dpo")) as archive:
+        archive.extractall(tmp_path / "source")
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                           "--no-index", "-w", str(tmp_path / "wheels"), str(tmp_path / "source" / "pytest-mlcanon")],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = (tmp_path / "wheels").glob("pytest_mlcanon-*.whl")
+    with zipfile.ZipFile(wheel) as built:
+        names = set(built.namelist())
+        entry_points = next(built.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert {"pytest_mlcanon/catalog/data/items.toml", "canon_refs/posttrain/dpo.py",
+            "canon_tests/test_posttrain_dpo.py"} <= names
+    assert "[pytest11]\nmlcanon = pytest_mlcanon.plugin" in entry_points and "mlcanon = pytest_mlcanon.cli:main" in entry_points
