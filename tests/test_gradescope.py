@@ -150,6 +150,15 @@ def test_integrity_flags_are_hidden_from_students_by_default() -> None:
     assert all("held for your teacher's review" in t["output"] for t in data["tests"] if " test " in t["name"])
 
 
+def test_a_flag_kept_for_review_keeps_its_points_and_stays_unsaid() -> None:
+    table = {"on_flag": "review"}
+    item = _item(31, 31, Recheck("passed", "ok", 3), table, flagged=True)
+    data = gradescope.results(_book([item], table), StudentResult("ann", items=[item]))
+    _agrees(data)
+    assert data["score"] == 10 and "#55 posttrain/dpo: 10 / 10 points; strong 5/5" in data["output"]
+    assert not re.search(r"INT\d|flag|review", data["output"])
+
+
 @pytest.mark.parametrize("visibility", ["after_published", "after_due_date", "visible"])
 def test_flags_visibility_is_the_teachers_choice(visibility: str) -> None:
     table = {"gradescope": {"flags_visibility": visibility}}
