@@ -213,6 +213,18 @@ def test_a_flat_upload_is_placed_by_module_name(tmp_path: Path) -> None:
     assert (tmp_path / "snap" / "transformer" / "attention.py").read_text() == "x = 1\n"
 
 
+def test_a_flat_upload_is_copied_as_carefully_as_a_canon_layout(tmp_path: Path) -> None:
+    (tmp_path / "up").mkdir()
+    (tmp_path / "secret.py").write_text("SECRET = 1\n")
+    (tmp_path / "up" / "attention.py").symlink_to(tmp_path / "secret.py")
+    os.link(tmp_path / "secret.py", tmp_path / "up" / "dpo.py")
+    (found,) = discover.find(tmp_path / "up", (DPO, ATTENTION))
+    assert found.placed == ("transformer/attention", "posttrain/dpo")
+    assert snapshot.take(tmp_path / "up", tmp_path / "snap", found.placed) == [
+        "transformer/attention.py (a link)", "posttrain/dpo.py (a hard link)"]
+    assert not [p for p in (tmp_path / "snap").rglob("*") if p.is_file()]
+
+
 def test_a_class_of_flat_folders_is_placed_too(tmp_path: Path) -> None:
     (tmp_path / "class" / "amy").mkdir(parents=True)
     (tmp_path / "class" / "amy" / "dpo.py").write_text("x = 1\n")
