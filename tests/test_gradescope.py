@@ -383,7 +383,7 @@ def test_the_autograder_zip_grades_a_flat_submission_as_gradescope_would(tmp_pat
     assert results["visibility"] == "after_published"
     assert results["score"] == 9  # ben's attention: strong 4/5, numerics failed
     assert results["output"].startswith("submission: 9 / 10 points\n#25 transformer/attention: 9 / 10 points; ")
-    assert {t["visibility"] for t in results["tests"] if t["name"].endswith(" integrity")} == {"hidden"}
+    assert not [t for t in results["tests"] if t["name"].endswith(" integrity")]  # flags hidden, none raised
     extra = [str(REPO), str(tmp_path), tempfile.gettempdir() + "/", sys.prefix]
     leaking = [t for t in _student_visible(results) if _leaks(t, extra)]
     assert not leaking, leaking

@@ -17,8 +17,9 @@ student sees why. The results agree with themselves:
   flagged under ``on_flag = "zero"``) is ``failed``, and its ``output`` says why;
 * no text names a grader path or a host detail (``redact.student_text``);
 * integrity flags take ``[gradescope] flags_visibility`` (default ``hidden``: until a teacher reviewed
-  them): the integrity entries carry it, and while it is not ``visible`` no other text names a flag
-  (a flagged item whose points are zeroed says they are held for the teacher's review).
+  them): the integrity entries carry it, and while it is not ``visible`` only flagged items have one
+  and no other text names a flag (a flagged item whose points are zeroed says they are held for the
+  teacher's review).
 """
 
 from __future__ import annotations
@@ -179,10 +180,12 @@ def _entries(item: ItemResult, view: _View) -> list[_Entry]:
     integrity = _Entry(f"{label} integrity", 0.0, 0.0, not item.flagged,
                        text("\n".join(f.render() for f in item.integrity) or "no integrity flags"),
                        view.flags_visibility)
+    # While flags are not shown, only a flagged item has an integrity entry (the teacher's): an entry
+    # saying "no integrity flags" on every other item would tell a student theirs is missing.
+    flags = [integrity] if item.flagged or view.flags_shown else []
     if not item.tests and not item.axes:
-        entries = [_Entry(f"{label}: {item.status}", 0.0, item.max_points, False, text(_verdict(item, view)),
-                          visibility)]
-        return entries + ([integrity] if item.flagged else [])
+        return [_Entry(f"{label}: {item.status}", 0.0, item.max_points, False, text(_verdict(item, view)),
+                       visibility), *([integrity] if item.flagged else [])]
     entries = []
     for t in item.tests:
         if t.probe:
@@ -205,7 +208,7 @@ def _entries(item: ItemResult, view: _View) -> list[_Entry]:
     check = item.recheck
     entries.append(_Entry(f"{label} seeded re-check", 0.0, 0.0, check.status == "passed",
                           text("\n".join([f"{check.label()}: {check.detail}", *check.problems])), visibility))
-    return entries + [integrity]
+    return entries + flags
 
 
 def _axis_of(code: str) -> str:
