@@ -225,6 +225,27 @@ def test_a_flat_upload_is_copied_as_carefully_as_a_canon_layout(tmp_path: Path) 
     assert not [p for p in (tmp_path / "snap").rglob("*") if p.is_file()]
 
 
+def test_a_single_submission_is_one_student_whatever_else_it_holds(tmp_path: Path) -> None:
+    """Gradescope's /autograder/submission is one student (``--single``): an uploaded repository with a
+    practice/ folder and other folders is one submission, not a class of 'practice' and 'docs'."""
+    submission = tmp_path / "submission"
+    (submission / "practice" / "posttrain").mkdir(parents=True)
+    (submission / "practice" / "posttrain" / "dpo.py").write_text("x = 1\n")
+    (submission / "docs").mkdir()
+    (submission / "README.md").write_text("mine\n")
+    assert [s.student for s in discover.find(submission, (DPO,))] == ["docs", "practice"]
+    (found,) = discover.find(submission, (DPO,), single=True)
+    assert (found.student, found.impl, found.placed) == ("submission", (submission / "practice").resolve(), ())
+    (tmp_path / "flat").mkdir()
+    (tmp_path / "flat" / "dpo.py").write_text("x = 1\n")
+    assert discover.find(tmp_path / "flat", (DPO,), single=True)[0].placed == ("posttrain/dpo",)
+    (tmp_path / "wrong").mkdir()
+    (tmp_path / "wrong" / "my_dpo.py").write_text("x = 1\n")
+    (wrong,) = discover.find(tmp_path / "wrong", (DPO, ATTENTION), single=True)
+    assert wrong.impl is None and wrong.problem == ("no folder laid out like the canon (<area>/<module>.py), nor a "
+                                                    "file named after a graded module (dpo.py, attention.py)")
+
+
 def test_a_class_of_flat_folders_is_placed_too(tmp_path: Path) -> None:
     (tmp_path / "class" / "amy").mkdir(parents=True)
     (tmp_path / "class" / "amy" / "dpo.py").write_text("x = 1\n")
@@ -281,6 +302,7 @@ def test_the_zip_holds_what_gradescope_expects(tmp_path: Path, capsys: pytest.Ca
             "pytest-mlcanon/pytest_mlcanon/catalog/data/items.toml"} <= set(names)
     assert not any(name.endswith(".pyc") or "__pycache__" in name for name in names)
     assert "--item transformer/attention,posttrain/dpo" in run and '${AUTOGRADER_ROOT:-/autograder}' in run
+    assert "--single" in run
     assert "--index-url https://download.pytorch.org/whl/cpu torch==" in setup
     assert 'install "$ROOT/source/pytest-mlcanon"' in setup
 

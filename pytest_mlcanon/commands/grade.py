@@ -45,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade even where no sandbox can be made (not root, no unprivileged user namespaces); "
                         "every output then says the batch ran unsandboxed")
+    parser.add_argument("--single", action="store_true", help="SUBMISSIONS is one student's submission, searched as "
+                        "a student folder is (Gradescope's /autograder/submission)")
     parser.set_defaults(func=run)
 
 
@@ -73,6 +75,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             settings = config.load(config.find(args.config, submissions), cli)
             if args.unsafe_no_sandbox:
                 settings = dataclasses.replace(settings, unsafe_no_sandbox=True)
+            if args.single:
+                settings = dataclasses.replace(settings, single=True)
             if not settings.items:
                 raise config.ConfigError("which items? give --item ITEMS (or items = [...] in the config)")
             catalog.select(settings.items)

@@ -66,7 +66,7 @@ MLCANON="$ROOT/mlcanon-venv/bin/mlcanon"
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 "$MLCANON" grade "$ROOT/submission" --item {items} --config "$ROOT/source/{config}" --out "$OUT/gradebook" \\
-    --no-progress{flags}
+    --single --no-progress{flags}
 shopt -s nullglob
 found=("$OUT"/gradebook/gradescope/*/results.json)
 if [ "${{#found[@]}}" -ne 1 ]; then

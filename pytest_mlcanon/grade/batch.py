@@ -80,7 +80,7 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
         raise BatchError("mlcanon grade needs Linux (/proc, namespaces, resource limits)")
     started = time.monotonic()
     items = catalog.select(config.items)
-    subs = discover.find(submissions, items)
+    subs = discover.find(submissions, items, single=config.single)
     if shard is not None:
         subs = shard_mod.select(subs, *shard)
     seed = config.seed if config.seed is not None else secrets.randbits(31)

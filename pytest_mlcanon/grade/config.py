@@ -130,6 +130,7 @@ class GradeConfig:
     user: bool = True
     uid_base: int = 61000
     unsafe_no_sandbox: bool = False  # only from the command line: grade even where no sandbox can be made
+    single: bool = False  # only from the command line: the submissions folder is one student's submission
     visibility: str = "visible"
     test_visibility: str = "visible"
     flags_visibility: str = "hidden"

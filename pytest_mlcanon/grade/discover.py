@@ -42,10 +42,13 @@ class SubmissionsError(ValueError):
     """The submissions folder cannot be used; the message says why."""
 
 
-def find(root: Path, items: tuple[catalog.Item, ...] = ()) -> list[Submission]:
-    """The submissions under ``root``, sorted by folder name (flat uploads placed among ``items``)."""
+def find(root: Path, items: tuple[catalog.Item, ...] = (), *, single: bool = False) -> list[Submission]:
+    """The submissions under ``root``, sorted by folder name (flat uploads placed among ``items``); with
+    ``single``, ``root`` is one student's submission, searched as a student folder is."""
     if not root.is_dir():
         raise SubmissionsError(f"{readable(str(root))}: no such folder")
+    if single:
+        return [_student(student_id(root.resolve().name), root, items)]
     if impl.looks_like_canon(root):
         return [Submission(student_id(root.resolve().name), root, root.resolve())]
     flat = _flat(root, items)
@@ -73,15 +76,8 @@ def find(root: Path, items: tuple[catalog.Item, ...] = ()) -> list[Submission]:
         if not entry.is_dir(follow_symlinks=False):
             files.append(readable(entry.name))
             continue
-        student = unique(student_id(entry.name), taken)
-        located, problem = locate(folder)
-        flat = _flat(folder, items) if located is None else None
-        if flat is not None:
-            placed, why = flat
-            found.append(Submission(student, folder, None if why else folder.resolve(), why, placed))
-        else:
-            found.append(Submission(student, folder, located, problem))
-    names = ", ".join(dict.fromkeys(f"{m.rsplit('/', 1)[-1]}.py" for item in items for m in item.modules))
+        found.append(_student(unique(student_id(entry.name), taken), folder, items))
+    names = _file_names(items)
     if not found and files and names:  # an upload of files only (Gradescope's), none of them a graded module
         more = f" and {len(files) - 5} more" if len(files) > 5 else ""
         return [Submission(student_id(root.resolve().name), root, None,
@@ -94,8 +90,24 @@ def find(root: Path, items: tuple[catalog.Item, ...] = ()) -> list[Submission]:
     return found
 
 
-def locate(folder: Path) -> tuple[Path | None, str]:
-    """The learner directory inside a student's ``folder`` and '' , or None and why not."""
+def _student(student: str, folder: Path, items: tuple[catalog.Item, ...]) -> Submission:
+    """One student's submission in ``folder``: its learner directory, else its flat upload."""
+    located, problem = locate(folder, _file_names(items))
+    flat = _flat(folder, items) if located is None else None
+    if flat is None:
+        return Submission(student, folder, located, problem)
+    placed, why = flat
+    return Submission(student, folder, None if why else folder.resolve(), why, placed)
+
+
+def _file_names(items: tuple[catalog.Item, ...]) -> str:
+    """``dpo.py, attention.py``: the files a flat upload of ``items`` holds."""
+    return ", ".join(dict.fromkeys(f"{m.rsplit('/', 1)[-1]}.py" for item in items for m in item.modules))
+
+
+def locate(folder: Path, flat: str = "") -> tuple[Path | None, str]:
+    """The learner directory inside a student's ``folder`` and '' , or None and why not (naming the
+    ``flat`` file names a flat upload would have held)."""
     budget = _Budget(MAX_ENTRIES)
     links: list[str] = []
     for name in impl.PREFERRED:
@@ -130,7 +142,8 @@ def locate(folder: Path) -> tuple[Path | None, str]:
     if links:
         return None, (f"no folder laid out like the canon; links are not followed ({', '.join(links[:3])} "
                       f"{'is a link' if len(links) == 1 else 'are links'})")
-    return None, "no folder laid out like the canon (<area>/<module>.py)"
+    return None, "no folder laid out like the canon (<area>/<module>.py)" + (
+        f", nor a file named after a graded module ({flat})" if flat else "")
 
 
 def _flat(folder: Path, items: tuple[catalog.Item, ...]) -> tuple[tuple[str, ...], str] | None:
