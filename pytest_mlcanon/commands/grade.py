@@ -1,7 +1,8 @@
 """``mlcanon grade SUBMISSIONS --item ITEMS [--workers N] [--out DIR] [--shard i/n]``: grade a class.
 
 SUBMISSIONS holds one sub-folder per student, each laid out like the canon (``<area>/<module>.py``,
-or with it under practice/, src/mlbook/, mlbook/ or one folder down), or is itself one submission.
+or with it under practice/, src/mlbook/, mlbook/ or one folder down, or flat: attention.py is placed
+by module name), or is itself one submission.
 Every (student, item) runs in its own sandboxed child with time, CPU, memory and output limits, no
 network and no root; the parent checks what the child reports, flags integrity problems, and writes
 gradebook.csv, gradebook.md, gradebook.json, report.html, feedback/<student>.md and
@@ -44,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade even where no sandbox can be made (not root, no unprivileged user namespaces); "
                         "every output then says the batch ran unsandboxed")
+    parser.add_argument("--single", action="store_true", help="SUBMISSIONS is one student's submission, searched as "
+                        "a student folder is (Gradescope's /autograder/submission)")
     parser.set_defaults(func=run)
 
 
@@ -72,6 +75,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             settings = config.load(config.find(args.config, submissions), cli)
             if args.unsafe_no_sandbox:
                 settings = dataclasses.replace(settings, unsafe_no_sandbox=True)
+            if args.single:
+                settings = dataclasses.replace(settings, single=True)
             if not settings.items:
                 raise config.ConfigError("which items? give --item ITEMS (or items = [...] in the config)")
             catalog.select(settings.items)

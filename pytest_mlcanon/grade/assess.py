@@ -378,7 +378,7 @@ def _award(result: ItemResult, config: GradeConfig) -> None:
 
 def _verdict(result: ItemResult, ending: str, judged: Verdict | None) -> str:
     """One line: the flag first when there is one, then what happened."""
-    base = _outcome_line(result, ending, judged)
+    base = result.outcome = _outcome_line(result, ending, judged)
     if not result.flagged:
         return base
     first = result.integrity[0]
@@ -409,4 +409,5 @@ def _unverified_line(check: Recheck) -> str:
 def not_run(item: catalog.Item, status: Status, message: str, config: GradeConfig) -> ItemResult:
     """The cell of an item that never ran: not attempted, no tests, or a grader failure."""
     return ItemResult(item.slug, item.number, item.title, status, verdict=f"{status}: {message}",
+                      outcome=f"{status}: {message}",
                       max_points=config.points.item(item.slug))

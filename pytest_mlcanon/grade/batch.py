@@ -80,7 +80,7 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
         raise BatchError("mlcanon grade needs Linux (/proc, namespaces, resource limits)")
     started = time.monotonic()
     items = catalog.select(config.items)
-    subs = discover.find(submissions)
+    subs = discover.find(submissions, items, single=config.single)
     if shard is not None:
         subs = shard_mod.select(subs, *shard)
     seed = config.seed if config.seed is not None else secrets.randbits(31)
@@ -149,6 +149,7 @@ def _marked(cell: ItemResult, unsandboxed: list[str]) -> ItemResult:
     if not unsandboxed:
         return cell
     cell.verdict = f"unsandboxed; {cell.verdict}"
+    cell.outcome = f"unsandboxed; {cell.outcome}"
     cell.sandbox = [f"unsandboxed: {', '.join(unsandboxed)}", *cell.sandbox]
     return cell
 
@@ -172,7 +173,7 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
             continue
         folder = snapshots / sub.student
         try:
-            skipped = snapshot.take(sub.impl, folder)
+            skipped = snapshot.take(sub.impl, folder, sub.placed)
         except Exception as exc:  # noqa: BLE001 - one student's files never stop the batch
             for item in items:
                 cells[(sub.student, item.slug)] = cleaned(not_run(

@@ -45,6 +45,9 @@ uid_base = 61000
 [gradescope]
 visibility = "visible"           # top level: visible, hidden, after_due_date, after_published
 test_visibility = "visible"
+flags_visibility = "hidden"      # the integrity entries, and any word of a flag in the outputs: hidden
+                                 # until a teacher reviews them (the default), or as Gradescope's
+                                 # after_due_date, after_published, visible
 
 [rubric]                  # the keys of [tool.mlcanon]: min_score, ignore, shape_coverage_min, ...
 ```
@@ -127,8 +130,10 @@ class GradeConfig:
     user: bool = True
     uid_base: int = 61000
     unsafe_no_sandbox: bool = False  # only from the command line: grade even where no sandbox can be made
+    single: bool = False  # only from the command line: the submissions folder is one student's submission
     visibility: str = "visible"
     test_visibility: str = "visible"
+    flags_visibility: str = "hidden"
     rubric: dict[str, Any] = field(default_factory=dict)
     source: str = "defaults"
 
@@ -145,7 +150,7 @@ class GradeConfig:
                            "weights": self.points.weights, "tests": [list(t) for t in self.points.tests]},
                 "recheck": self.recheck, "recheck_skip": list(self.recheck_skip), "unverified": self.unverified,
                 "visibility": self.visibility,
-                "test_visibility": self.test_visibility, "source": self.source}
+                "test_visibility": self.test_visibility, "flags_visibility": self.flags_visibility, "source": self.source}
 
 
 def find(path: str | None, submissions: Path | None) -> Path | None:
@@ -221,6 +226,8 @@ def from_table(table: dict[str, Any], cli: dict[str, Any] | None = None, source:
                                 "gradescope"),
         test_visibility=reader.value("test_visibility", gradescope.get("test_visibility"), _choice(VISIBILITY),
                                      "visible", "gradescope"),
+        flags_visibility=reader.value("flags_visibility", gradescope.get("flags_visibility"), _choice(VISIBILITY),
+                                      "hidden", "gradescope"),
         rubric=reader.section(table, "rubric"),
         source=source,
     )

@@ -7,6 +7,10 @@ saying so. Unlike the plugin, which trusts the learner's own disk, the grader ne
 (a ``practice -> ../classmate`` link is named, not read) and looks at no more than ``MAX_ENTRIES``
 files and folders per student. Student ids come from the folder names (``text.student_id``): capped,
 unique ignoring case, safe on every file system, readable when a name is not UTF-8.
+
+A flat upload (Gradescope's ``submission/attention.py``, with no ``<area>/`` folder) is placed by
+module name: each ``<name>.py`` that names exactly one module of the items being graded is graded
+as that module (``transformer/attention``); a name several of them share is a row saying so.
 """
 
 from __future__ import annotations
@@ -30,19 +34,29 @@ class Submission:
     folder: Path
     impl: Path | None
     problem: str = ""
+    #: The modules a flat upload holds in ``impl`` itself (``transformer/attention`` from ``attention.py``).
+    placed: tuple[str, ...] = ()
 
 
 class SubmissionsError(ValueError):
     """The submissions folder cannot be used; the message says why."""
 
 
-def find(root: Path) -> list[Submission]:
-    """The submissions under ``root``, sorted by folder name."""
+def find(root: Path, items: tuple[catalog.Item, ...] = (), *, single: bool = False) -> list[Submission]:
+    """The submissions under ``root``, sorted by folder name (flat uploads placed among ``items``); with
+    ``single``, ``root`` is one student's submission, searched as a student folder is."""
     if not root.is_dir():
         raise SubmissionsError(f"{readable(str(root))}: no such folder")
+    if single:
+        return [_student(student_id(root.resolve().name), root, items)]
     if impl.looks_like_canon(root):
         return [Submission(student_id(root.resolve().name), root, root.resolve())]
+    flat = _flat(root, items)
+    if flat is not None:
+        placed, problem = flat
+        return [Submission(student_id(root.resolve().name), root, None if problem else root.resolve(), problem, placed)]
     found: list[Submission] = []
+    files: list[str] = []
     taken: set[str] = set()
     try:
         with os.scandir(root) as listing:
@@ -60,17 +74,40 @@ def find(root: Path) -> list[Submission]:
                                                                "followed (copy the files in)"))
             continue
         if not entry.is_dir(follow_symlinks=False):
+            files.append(readable(entry.name))
             continue
-        student = unique(student_id(entry.name), taken)
-        located, problem = locate(folder)
-        found.append(Submission(student, folder, located, problem))
+        found.append(_student(unique(student_id(entry.name), taken), folder, items))
+    names = _file_names(items)
+    if not found and files and names:  # an upload of files only (Gradescope's), none of them a graded module
+        more = f" and {len(files) - 5} more" if len(files) > 5 else ""
+        return [Submission(student_id(root.resolve().name), root, None,
+                           f"no file named after a graded module ({names}) among the files uploaded "
+                           f"({', '.join(files[:5])}{more})")]
     if not found:
-        raise SubmissionsError(f"{readable(str(root))}: no student folders (expected one sub-folder per student)")
+        or_flat = f", or a file named after a graded module ({names})" if names else ""
+        raise SubmissionsError(f"{readable(str(root))}: no student folders (expected one sub-folder per "
+                               f"student{or_flat})")
     return found
 
 
-def locate(folder: Path) -> tuple[Path | None, str]:
-    """The learner directory inside a student's ``folder`` and '' , or None and why not."""
+def _student(student: str, folder: Path, items: tuple[catalog.Item, ...]) -> Submission:
+    """One student's submission in ``folder``: its learner directory, else its flat upload."""
+    located, problem = locate(folder, _file_names(items))
+    flat = _flat(folder, items) if located is None else None
+    if flat is None:
+        return Submission(student, folder, located, problem)
+    placed, why = flat
+    return Submission(student, folder, None if why else folder.resolve(), why, placed)
+
+
+def _file_names(items: tuple[catalog.Item, ...]) -> str:
+    """``dpo.py, attention.py``: the files a flat upload of ``items`` holds."""
+    return ", ".join(dict.fromkeys(f"{m.rsplit('/', 1)[-1]}.py" for item in items for m in item.modules))
+
+
+def locate(folder: Path, flat: str = "") -> tuple[Path | None, str]:
+    """The learner directory inside a student's ``folder`` and '' , or None and why not (naming the
+    ``flat`` file names a flat upload would have held)."""
     budget = _Budget(MAX_ENTRIES)
     links: list[str] = []
     for name in impl.PREFERRED:
@@ -105,7 +142,28 @@ def locate(folder: Path) -> tuple[Path | None, str]:
     if links:
         return None, (f"no folder laid out like the canon; links are not followed ({', '.join(links[:3])} "
                       f"{'is a link' if len(links) == 1 else 'are links'})")
-    return None, "no folder laid out like the canon (<area>/<module>.py)"
+    return None, "no folder laid out like the canon (<area>/<module>.py)" + (
+        f", nor a file named after a graded module ({flat})" if flat else "")
+
+
+def _flat(folder: Path, items: tuple[catalog.Item, ...]) -> tuple[tuple[str, ...], str] | None:
+    """A flat upload in ``folder``: the graded modules its ``<name>.py`` files are, and '' (or why they
+    cannot be placed); None when it holds no file named after a module of ``items``."""
+    by_name: dict[str, list[str]] = {}
+    for module in dict.fromkeys(m for item in items for m in item.modules):
+        by_name.setdefault(f"{module.rsplit('/', 1)[-1]}.py", []).append(module)
+    try:
+        with os.scandir(folder) as listing:
+            names = sorted(e.name for e in listing if e.name in by_name and not e.is_dir(follow_symlinks=False))
+    except OSError:
+        return None
+    if not names:
+        return None
+    shared = [f"{name} could be {' or '.join(by_name[name])}" for name in names if len(by_name[name]) > 1]
+    if shared:
+        return (), (f"a flat upload cannot be placed: {'; '.join(shared)} (all graded); put each file in its "
+                    f"area's folder ({by_name[names[0]][0]}.py)")
+    return tuple(by_name[name][0] for name in names), ""
 
 
 class _Budget:

@@ -82,6 +82,8 @@ class ItemResult:
     peak_mb: float = 0.0
     files: list[str] = field(default_factory=list)
     sandbox: list[str] = field(default_factory=list)
+    #: The verdict without its integrity flag: what a student reads while the flags are hidden from them.
+    outcome: str = ""
 
     @property
     def flagged(self) -> bool:
@@ -188,7 +190,7 @@ def cleaned(item: ItemResult) -> ItemResult:
                        hint=clean(f.hint, 300))
 
     return replace(
-        item, verdict=clean(item.verdict, 400),
+        item, verdict=clean(item.verdict, 400), outcome=clean(item.outcome, 400),
         tests=[replace(t, name=clean(t.name, 300), outcome=clean(t.outcome, 20), message=clean(t.message, 600))
                for t in item.tests],
         findings=[finding(f) for f in item.findings], notes=[clean(n, 300) for n in item.notes],

@@ -22,10 +22,13 @@ MAX_FILES = 400
 MAX_ENTRIES = 5000
 
 
-def take(source: Path, target: Path) -> list[str]:
+def take(source: Path, target: Path, placed: tuple[str, ...] = ()) -> list[str]:
     """Copy the module files of the learner directory ``source`` into ``target`` (created 0700);
-    returns what was not copied, each as ``area/name (why)``."""
+    returns what was not copied, each as ``area/name (why)``. ``placed`` modules (``area/name``) of a
+    flat upload are taken from ``source/name.py`` instead, into ``target/area/name.py``."""
     target.mkdir(mode=0o700)
+    if placed:
+        return _take_flat(source, target, placed)
     skipped: list[str] = []
     copied = 0
     left = MAX_ENTRIES
@@ -56,6 +59,20 @@ def take(source: Path, target: Path) -> list[str]:
                 skipped.append(f"{relative} ({why})")
             else:
                 copied += 1
+    return skipped
+
+
+def _take_flat(source: Path, target: Path, placed: tuple[str, ...]) -> list[str]:
+    """The flat upload's files, each checked and copied as ``take`` copies a module file."""
+    wanted = {f"{module.rsplit('/', 1)[-1]}.py": module.split("/", 1)[0] for module in placed}
+    skipped: list[str] = []
+    for entry in _entries(source):
+        area = wanted.get(entry.name)
+        if area is None:
+            continue
+        why = _refusal(entry) or _copy(Path(entry.path), target / area, entry.name)
+        if why:
+            skipped.append(f"{area}/{readable(entry.name)} ({why})")
     return skipped
 
 
