@@ -184,7 +184,7 @@ def load_cases(directory: Path = CASES_DIR) -> list[Case]:
 def write_learner_dir(case: Case, into: Path) -> Path:
     """Lay the case's learner directory out in ``into``: its files, or its base's with its patch applied."""
     shutil.copytree(CASES_DIR / case.base if case.base else case.path, into, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("labels.toml"))
+                    ignore=shutil.ignore_patterns("labels.toml", "__pycache__"))
     if case.base:
         apply_patch(case.path / PATCH, into)
     return into
