@@ -20,6 +20,14 @@ with a ``labels.toml`` beside it::
     api = true
     explanation = true
 
+A case that differs from another case by a few lines holds no copy of its files: ``base = "<case>"``
+names a case of plain files, and ``patch.diff`` beside the labels is the difference (``diff -u``
+run from the base's directory, see ``tests/patching.py``, shared with the canon's broken variants).
+A patch that no longer applies fails the case, naming it and the hunk. One set of files scored
+under several settings (untimed, timed, stalled) is one case with a ``[[run]]`` table per run: each
+has a ``name`` and the keys above other than ``item``, ``base`` and ``requires``, and its test id is
+``<case>.<name>``. No two cases hold the same files.
+
 ``test_case_agrees_with_its_labels`` runs every case through the plugin (in-process, with pytester)
 and asserts exact agreement on all five axes. A case with a ``rubric_bug`` keeps its true labels and
 is an expected failure (xfail) as long as the rubric disagrees on ``rubric_bug_axis`` and on nothing
@@ -34,9 +42,12 @@ The agreement table (cases x axes, agreement per axis) is printed by::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,10 +55,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_mlcanon import catalog
+
+if __package__:  # python -m tests.test_calibration
+    from .patching import apply_patch, patched_files
+else:  # under pytest, tests/ is on sys.path (a rootdir conftest and no __init__.py)
+    from patching import apply_patch, patched_files
 
 pytestmark = pytest.mark.slow  # the fast lane, pytest -m "not slow", leaves it out (CONTRIBUTING.md)
 
@@ -59,13 +76,14 @@ else:  # pragma: no cover - exercised on 3.10 only
 AXES = ("correctness", "shapes", "numerics", "api", "explanation")
 SHORT = {"correctness": "COR", "shapes": "SHP", "numerics": "NUM", "api": "API", "explanation": "EXP"}
 CASES_DIR = Path(__file__).resolve().parent / "rubric_cases"
+PATCH = "patch.diff"  # a case with a base: its difference from that case's files
 REPORT_NAME = "calibration-report.json"
 OUT_ENV = "MLCANON_CALIBRATION_OUT"  # set by main(): each case also writes what the rubric said there
 
 
 @dataclass(frozen=True)
 class Case:
-    """One labelled learner directory."""
+    """One labelled run: a case's learner directory scored under one setting."""
 
     name: str
     path: Path
@@ -77,10 +95,18 @@ class Case:
     requires: tuple[str, ...] = ()
     rubric_bug: str = ""
     rubric_bug_axis: str = ""
+    base: str = ""
 
     @property
     def missing_requirements(self) -> list[str]:
         return [m for m in self.requires if importlib.util.find_spec(m) is None]
+
+    @property
+    def files(self) -> set[str]:
+        """The learner files of the case, relative to its directory (``classical/pca.py``)."""
+        if self.base:
+            return _plain_files(CASES_DIR / self.base) | set(patched_files(self.path / PATCH))
+        return _plain_files(self.path)
 
 
 @dataclass
@@ -93,39 +119,80 @@ class Observed:
     seconds: float = 0.0
 
 
-def load_case(path: Path) -> Case:
-    """Read ``path/labels.toml``; a malformed label file is an error naming the case."""
-    data = tomllib.loads((path / "labels.toml").read_text(encoding="utf-8"))
-    expected = data.get("expected", {})
+def _plain_files(directory: Path) -> set[str]:
+    return {p.relative_to(directory).as_posix() for p in directory.rglob("*.py")}
+
+
+def _run(table: dict[str, Any], where: str, *, name: str, path: Path, item: str, requires: tuple[str, ...],
+         base: str) -> Case:
+    """One run's labels (the whole file of a single-run case, or one ``[[run]]`` table)."""
+    expected = table.get("expected", {})
     if set(expected) != set(AXES) or not all(isinstance(v, bool) for v in expected.values()):
-        raise ValueError(f"{path.name}/labels.toml: [expected] needs exactly {AXES} as true/false, got {expected}")
-    for key in ("item", "why"):
-        if not isinstance(data.get(key), str) or not data[key].strip():
-            raise ValueError(f"{path.name}/labels.toml: `{key}` must be a non-empty string")
-    timed = data.get("timed")
+        raise ValueError(f"{where}: [expected] needs exactly {AXES} as true/false, got {expected}")
+    if not isinstance(table.get("why"), str) or not table["why"].strip():
+        raise ValueError(f"{where}: `why` must be a non-empty string")
+    timed = table.get("timed")
     if timed not in (None, "report", "strict"):
-        raise ValueError(f"{path.name}/labels.toml: timed must be 'report' or 'strict', got {timed!r}")
-    timer = data.get("timer", {})
+        raise ValueError(f"{where}: timed must be 'report' or 'strict', got {timed!r}")
+    timer = table.get("timer", {})
     if bool(timed) != ("started_min_ago" in timer):
-        raise ValueError(f"{path.name}/labels.toml: a timed case needs [timer] started_min_ago, and only a timed one")
-    bug, bug_axis = data.get("rubric_bug", ""), data.get("rubric_bug_axis", "")
+        raise ValueError(f"{where}: a timed case needs [timer] started_min_ago, and only a timed one")
+    bug, bug_axis = table.get("rubric_bug", ""), table.get("rubric_bug_axis", "")
     if bool(bug) != bool(bug_axis) or (bug_axis and bug_axis not in AXES):
-        raise ValueError(f"{path.name}/labels.toml: rubric_bug needs rubric_bug_axis (one of {AXES}) and vice versa")
-    return Case(name=path.name, path=path, item=data["item"], expected=dict(expected), why=data["why"].strip(),
-                timed=timed, started_min_ago=timer.get("started_min_ago"),
-                requires=tuple(data.get("requires", ())), rubric_bug=bug, rubric_bug_axis=bug_axis)
+        raise ValueError(f"{where}: rubric_bug needs rubric_bug_axis (one of {AXES}) and vice versa")
+    return Case(name=name, path=path, item=item, expected=dict(expected), why=table["why"].strip(), timed=timed,
+                started_min_ago=timer.get("started_min_ago"), requires=requires, rubric_bug=bug,
+                rubric_bug_axis=bug_axis, base=base)
+
+
+def load_case(path: Path) -> list[Case]:
+    """The runs of the case in ``path`` (one unless it has ``[[run]]`` tables); a malformed label file or
+    a base that is not a case of plain files is an error naming the case."""
+    where = f"{path.name}/labels.toml"
+    data = tomllib.loads((path / "labels.toml").read_text(encoding="utf-8"))
+    if not isinstance(data.get("item"), str) or not data["item"].strip():
+        raise ValueError(f"{where}: `item` must be a non-empty string")
+    base = data.get("base", "")
+    if base:
+        if not (path / PATCH).is_file() or _plain_files(path):
+            raise ValueError(f"{where}: a case with a base holds {PATCH} and no .py file")
+        if not (CASES_DIR / base / "labels.toml").is_file() or (CASES_DIR / base / PATCH).exists():
+            raise ValueError(f"{where}: base {base!r} must be a case of plain files in {CASES_DIR.name}/")
+    elif (path / PATCH).exists():
+        raise ValueError(f"{where}: {PATCH} needs `base`, the case it patches")
+    shared = {"name": path.name, "path": path, "item": data["item"], "requires": tuple(data.get("requires", ())),
+              "base": base}
+    runs = data.get("run")
+    if runs is None:
+        return [_run(data, where, **shared)]
+    if set(data) - {"item", "base", "requires", "run"}:
+        raise ValueError(f"{where}: with [[run]] tables, only item, base and requires stay at the top")
+    names = [run.get("name") for run in runs]
+    if len(runs) < 2 or not all(isinstance(n, str) and n.isidentifier() for n in names) or len(set(names)) < len(names):
+        raise ValueError(f"{where}: give two or more [[run]] tables, each a distinct identifier as `name`")
+    return [_run({k: v for k, v in run.items() if k != "name"}, f"{where} run {run['name']!r}",
+                 **{**shared, "name": f"{path.name}.{run['name']}"}) for run in runs]
 
 
 def load_cases(directory: Path = CASES_DIR) -> list[Case]:
-    """Every case directory, sorted by name."""
+    """Every run of every case directory, sorted by case name."""
     if not directory.is_dir():
         return []
-    return [load_case(p) for p in sorted(directory.iterdir()) if (p / "labels.toml").is_file()]
+    return [run for p in sorted(directory.iterdir()) if (p / "labels.toml").is_file() for run in load_case(p)]
 
 
-def canon_args(case: Case, report: Path) -> list[str]:
-    """The pytest arguments that score one case."""
-    args = [f"--canon-item={case.item}", f"--impl={case.path}", f"--canon-report=json:{report}",
+def write_learner_dir(case: Case, into: Path) -> Path:
+    """Lay the case's learner directory out in ``into``: its files, or its base's with its patch applied."""
+    shutil.copytree(CASES_DIR / case.base if case.base else case.path, into, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("labels.toml", "__pycache__"))
+    if case.base:
+        apply_patch(case.path / PATCH, into)
+    return into
+
+
+def canon_args(case: Case, impl: Path, report: Path) -> list[str]:
+    """The pytest arguments that score one case laid out in ``impl``."""
+    args = [f"--canon-item={case.item}", f"--impl={impl}", f"--canon-report=json:{report}",
             "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
     if case.timed:
         args.append(f"--timed={case.timed}")
@@ -199,18 +266,53 @@ def test_corpus_is_large_and_varied() -> None:
     assert any(c.timed == "strict" and not c.expected["api"] for c in cases), "no stalled timed attempt"
     for case in cases:
         item = catalog.get(case.item)
-        missing = [m for m in item.modules if not (case.path / f"{m}.py").is_file()]
+        missing = [m for m in item.modules if f"{m}.py" not in case.files]
         assert not missing, f"{case.name} lacks {missing}: the item would be 'not attempted'"
 
 
+_EXPECTED = "[expected]\n" + "".join(f"{axis} = true\n" for axis in AXES)
+_RUN = 'why = "clean"\n' + _EXPECTED.replace("[expected]", "[run.expected]")
+
+
+@pytest.mark.parametrize(("labels", "patch", "error"), [
+    ('item = "rl/gae"\nbase = "gae_nowhere"\nwhy = "w"\n' + _EXPECTED, True,
+     "base 'gae_nowhere' must be a case of plain files"),
+    ('item = "rl/gae"\nbase = "gae_perfect"\nwhy = "w"\n' + _EXPECTED, False, "holds patch.diff and no .py file"),
+    ('item = "rl/gae"\nwhy = "w"\n' + _EXPECTED, True, "patch.diff needs `base`"),
+    ('item = "rl/gae"\n' + ('[[run]]\nname = "untimed"\n' + _RUN) * 2, False, "each a distinct identifier"),
+    ('item = "rl/gae"\nwhy = "w"\n[[run]]\nname = "a"\n' + _RUN + '[[run]]\nname = "b"\n' + _RUN, False,
+     "only item, base and requires stay at the top"),
+], ids=["unknown base", "base without patch", "patch without base", "runs of one name", "shared why"])
+def test_a_malformed_case_is_an_error_naming_it(tmp_path: Path, labels: str, patch: bool, error: str) -> None:
+    case = tmp_path / "gae_broken"
+    case.mkdir()
+    (case / "labels.toml").write_text(labels)
+    if patch:
+        (case / PATCH).write_text("")
+    with pytest.raises(ValueError, match=re.escape("gae_broken/labels.toml: ")) as failure:
+        load_case(case)
+    assert error in str(failure.value)
+
+
+def test_no_two_cases_hold_the_same_files(tmp_path: Path) -> None:
+    """One set of files scored under several settings is one case with ``[[run]]`` tables; every patch applies."""
+    holder: dict[tuple[tuple[str, str], ...], str] = {}
+    for case in {c.path.name: c for c in load_cases()}.values():
+        impl = write_learner_dir(case, tmp_path / case.path.name)
+        files = tuple((name, hashlib.sha256((impl / name).read_bytes()).hexdigest()) for name in sorted(case.files))
+        assert files not in holder, f"{case.path.name} holds the same files as {holder[files]}: make it a [[run]] there"
+        holder[files] = case.path.name
+
+
 @pytest.mark.parametrize("case", load_cases(), ids=lambda c: c.name)
-def test_case_agrees_with_its_labels(pytester: pytest.Pytester, case: Case) -> None:
+def test_case_agrees_with_its_labels(pytester: pytest.Pytester, case: Case, tmp_path: Path) -> None:
     if case.missing_requirements:
         pytest.skip(f"needs {', '.join(case.missing_requirements)}")
+    impl = write_learner_dir(case, tmp_path / case.name)
     prepare(case, pytester.path)
     report = pytester.path / REPORT_NAME
     started = time.perf_counter()
-    result = pytester.runpytest(*canon_args(case, report))
+    result = pytester.runpytest(*canon_args(case, impl, report))
     seen = observe(case, report, result.stdout.str())
     seen.seconds = time.perf_counter() - started
     if os.environ.get(OUT_ENV):

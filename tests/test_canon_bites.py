@@ -11,12 +11,11 @@
 
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from patching import apply_patch, patched_files
 
 from pytest_mlcanon import catalog, redirect
 from pytest_mlcanon.layout import in_canon
@@ -24,7 +23,6 @@ from pytest_mlcanon.layout import in_canon
 pytestmark = pytest.mark.slow  # the fast lane, pytest -m "not slow", leaves it out (CONTRIBUTING.md)
 
 IMPLS = Path(__file__).parent / "impls"
-PATCHED_FILE = re.compile(r"^\+\+\+ b/(\S+)\.py$", re.MULTILINE)
 
 
 def _alternatives() -> list[Path]:
@@ -50,10 +48,9 @@ def _run_variant(pytester: pytest.Pytester, impl: Path, items: list[catalog.Item
 
 def apply_mistake(diff: Path, into: Path) -> list[catalog.Item]:
     """Copy the reference modules of the items the patch touches into ``into``, apply it, and
-    return those items. Raises CalledProcessError when the patch no longer applies."""
-    items = _with_references(PATCHED_FILE.findall(diff.read_text()), into)
-    subprocess.run(["git", "apply", "--whitespace=nowarn", str(diff.resolve())], cwd=into, check=True,
-                   capture_output=True, text=True)
+    return those items. Raises ``patching.PatchDoesNotApply`` when the patch no longer applies."""
+    items = _with_references([path.removesuffix(".py") for path in patched_files(diff)], into)
+    apply_patch(diff, into)
     return items
 
 

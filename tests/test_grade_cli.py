@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_calibration import CASES_DIR, load_case, write_learner_dir
 
 from pytest_mlcanon.cli import main
 
@@ -137,7 +138,8 @@ def test_a_full_transpose_seen_at_run_time_reaches_the_gradebook(tmp_path: Path)
     """``k.T`` on a 4-D key parameter: only the child's run-time check can see it (static rules
     cannot know a parameter's rank); the parent takes it from the child's report."""
     student = tmp_path / "submissions" / "kim"
-    shutil.copytree(REPO / "tests" / "rubric_cases" / "attention_param_k_T" / "transformer", student / "transformer")
+    [case] = load_case(CASES_DIR / "attention_param_k_T")
+    write_learner_dir(case, student)
     code = main(["grade", str(tmp_path / "submissions"), "--item", "transformer/attention",
                  "--out", str(tmp_path / "out")])
     assert code == 0
