@@ -461,3 +461,63 @@ def test_an_item_still_the_stub_is_not_attempted(tmp_path: Path) -> None:
     assert batch.still_stub(impl, DPO) == ""
     written.write_text("_DEEP = " + " + ".join(["1"] * 100_000) + "\n", encoding="utf-8")
     assert batch.still_stub(impl, DPO) == "", "too deep to parse: not a stub (the job and the scan say why)"
+
+
+# -- the numerics probes' calls: Numerics evidence, never a forgery ---------------------------------------------------
+
+
+def _naive_dpo() -> ModuleType:
+    """DPO as ``-log(sigmoid(margin))``: right on ordinary margins, infinite where the sigmoid underflows."""
+    import dataclasses
+
+    from canon_refs.posttrain import dpo
+
+    def dpo_loss(*args: object, **kwargs: object) -> object:
+        out = dpo.dpo_loss(*args, **kwargs)
+        losses = -torch.log(torch.sigmoid(out.margin))
+        return dataclasses.replace(out, losses=losses, loss=losses.mean())
+
+    module = ModuleType("naive_dpo")
+    module.dpo_loss = dpo_loss  # type: ignore[attr-defined]
+    return module
+
+
+def _dpo_case(margin: float, probe: bool) -> dict:
+    case = {"item": DPO.slug, "kind": "call", "module": "posttrain/dpo", "function": "dpo_loss", "opaque": [False],
+            "probe": probe, "steps": [{"function": "dpo_loss", "kwargs": values.encode({"beta": 1.0}),
+                                       "args": values.encode((torch.tensor([margin, 0.5]), torch.zeros(2),
+                                                              torch.zeros(2), torch.zeros(2)))}]}
+    expected = replay.run_case(case, replay.import_module, report_all=True)
+    return {**case, "expected": expected.result, "mutated": {}}
+
+
+def _recheck_of(cases: list[dict]) -> Recheck:
+    from pytest_mlcanon.grade.verifier import Calibration
+
+    naive = _naive_dpo()
+    answers = [{"kind": "recheck", "seq": n, "index": n,
+                "result": replay.run_case({**case, "mutated": []}, lambda path: naive).result}
+               for n, case in enumerate(recheck.child_cases(cases))]
+    claims = assess.read_frames(answers)
+    return assess._recheck(DPO, Calibration(cases={DPO.slug: cases}), claims, config.GradeConfig())  # noqa: SLF001
+
+
+def test_a_difference_on_a_numerics_probes_call_is_numerics_evidence_not_a_failed_recheck() -> None:
+    ordinary, extreme = _dpo_case(0.3, probe=False), _dpo_case(-1000.0, probe=True)
+    check = _recheck_of([ordinary, extreme])
+    assert check.status == "passed" and check.problems == []
+    assert check.numerics and "infinities differ" in check.numerics[0]
+    unmarked = _recheck_of([ordinary, {**extreme, "probe": False}])  # the same call, were it a correctness case
+    assert unmarked.status == "failed" and unmarked.numerics == []
+    assert "probe" not in recheck.child_cases([extreme])[0], "the job cannot tell a probe's case from another"
+
+
+def test_a_numerics_probes_call_is_a_kind_of_its_own() -> None:
+    from canon_refs.posttrain import dpo
+
+    recorder = recheck.Recorder((DPO,))
+    args = (torch.tensor([0.3]), torch.zeros(1), torch.zeros(1), torch.zeros(1))
+    for probe in (False, True, True):
+        recorder._probe = probe  # noqa: SLF001
+        recorder._keep_call(DPO.slug, "posttrain/dpo", "dpo_loss", dpo.dpo_loss, args, {})  # noqa: SLF001
+    assert [call.probe for call in recorder.calls] == [False, True]

@@ -148,6 +148,8 @@ def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, 
     result.status, ending = _status(run, claims, item, config)
     outcomes, result.tests = _tests(item, calibration, claims, run, result.status, ending, config)
     result.recheck = _recheck(item, calibration, claims, config)
+    outcomes += [Outcome(f"re-check on a numerics probe's inputs ({i + 1})", "failed", probe=True, message=problem)
+                 for i, problem in enumerate(result.recheck.numerics)]
     result.integrity = _integrity(scan_findings, claims, run) + _dispatched(item, calibration, claims, result.files)
     broken, judged = "", None
     if result.status.scored:
@@ -241,7 +243,7 @@ def _recheck(item: catalog.Item, calibration: Calibration, claims: Claims, confi
         why = "; ".join(f"{name}: {how.removeprefix('unverified: ')}" for name, how in coverage.items()
                         if how.startswith("unverified")) or "the reference tests make no call the re-check can carry"
         return Recheck("unverified", why[:300], unverified=uncovered, policy=policy)
-    problems: list[str] = []
+    found: dict[bool, list[str]] = {False: [], True: []}  # is a probe's case -> differences
     missing = 0
     unsure: dict[str, str] = {}
     for index, case in enumerate(cases):
@@ -252,10 +254,13 @@ def _recheck(item: catalog.Item, calibration: Calibration, claims: Claims, confi
         call = f"{_case_label(case)}(case {index + 1})"
         try:
             got = decode(answer.get("result"))
+            probe = bool(case.get("probe"))
             if isinstance(got, Unverifiable):
-                unsure.setdefault(case["function"], got.why)
+                if not probe:
+                    unsure.setdefault(case["function"], got.why)
                 continue
             context = Context.of(item.slug, case)
+            problems = found[probe]
             problems += compare(decode(case["expected"]), got, call, context)
             mutated = answer.get("mutated")
             after: dict[str, Any] = mutated if isinstance(mutated, dict) else {}
@@ -264,16 +269,24 @@ def _recheck(item: catalog.Item, calibration: Calibration, claims: Claims, confi
                                     context.for_argument())
         except CodecError as exc:
             claims.protocol.append(f"an undecodable re-check answer ({exc})")
-            problems.append(f"{call}: the answer could not be decoded")
+            found[False].append(f"{call}: the answer could not be decoded")
+    check = _verdict_of_cases(cases, found[False], missing, unsure, uncovered, policy)
+    check.numerics = found[True][:4]
+    return check
+
+
+def _verdict_of_cases(cases: list[dict[str, Any]], problems: list[str], missing: int, unsure: dict[str, str],
+                      uncovered: list[str], policy: str) -> Recheck:
+    """The re-check's status from the differences on the correctness cases (the probes' are Numerics')."""
     if missing:
         return Recheck("not run", f"{missing} of {len(cases)} calls never answered", len(cases), problems[:4])
     if problems:
         return Recheck("failed", f"{len(problems)} difference(s) on fresh inputs", len(cases), problems[:4])
-    verified = len(cases) - sum(1 for c in cases if c["function"] in unsure)
+    verified = sum(1 for c in cases if c["function"] not in unsure and not c.get("probe"))
     names = uncovered + sorted(unsure)
     if not verified:
-        return Recheck("unverified", "; ".join(f"{k}: {v}" for k, v in unsure.items())[:300], len(cases),
-                       unverified=names, policy=policy)
+        why = "; ".join(f"{k}: {v}" for k, v in unsure.items()) or "only numerics probes' calls reach it"
+        return Recheck("unverified", why[:300], len(cases), unverified=names, policy=policy)
     tail = f"; not verified: {', '.join(names)}" if names else ""
     return Recheck("passed", f"{verified} calls agree with the reference on fresh inputs{tail}"[:300], len(cases),
                    unverified=names)

@@ -42,6 +42,7 @@ class Recheck:
     unverified: list[str] = field(default_factory=list)  # public names no case verified
     policy: str = ""  # for an unverified item: what its correctness earned (award, review, zero)
     withheld: float = 0.0  # correctness points the tests claim, held for the teacher's review
+    numerics: list[str] = field(default_factory=list)  # differences on the probes' cases: Numerics evidence
 
     @property
     def verified(self) -> bool:

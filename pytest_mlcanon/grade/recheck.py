@@ -27,6 +27,11 @@ the encoded inputs plus the expected answer (and the post-call value of every mo
 of any other argument the reference changes in place). The job gets only the inputs
 (``child_cases``); the parent compares its answers with the expected ones (``compare``).
 
+A call a numerics probe made (extreme magnitudes, half precision) is a kind of its own and its case
+is marked ``probe``: a difference there is the parent's evidence against the item's Numerics, never
+against its correctness, so an honest ``-log(sigmoid(margin))`` that overflows where the reference's
+``logsigmoid`` does not loses Numerics, as its probe tests say, and is never called a forgery.
+
 Not re-checked, which leaves their item's correctness unverified: calls taking a seed, a generator,
 a callable, an environment or anything else that is not data; functions whose outputs are only
 defined up to an implementation's choice and have no canonical form (``UNDEFINED``); items a
@@ -150,6 +155,7 @@ class Script:
     state: dict[str, Any] | None = None
     training: bool = True
     frozen: bool = False
+    probe: bool = False  # built by a numerics probe: its case tests Numerics, not correctness
 
 
 @dataclass
@@ -161,6 +167,7 @@ class Call:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     after: Call | None = None  # the call that returned this one's state (``cache``): replayed first
+    probe: bool = False  # made by a numerics probe: its case tests Numerics, not correctness
 
 
 @dataclass(frozen=True)
@@ -191,6 +198,7 @@ class Recorder:
         self._results: dict[int, tuple[Call, int | None, Any]] = {}  # id(container returned) -> its call
         self.consumers: set[tuple[str, str]] = set()  # (area/module, function) taking a state (``cache``)
         self._current = ""  # the item of the running test
+        self._probe = False  # whether the running test is a numerics probe
         self._called: set[tuple[str, str]] = set()  # (item, name) its own tests call
 
     # -- hooks -------------------------------------------------------------------------------------------
@@ -210,9 +218,11 @@ class Recorder:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         slug = dict(item.user_properties).get(ITEM_PROPERTY)
         self._current = slug if isinstance(slug, str) else ""
+        self._probe = item.get_closest_marker("numerics_probe") is not None
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
         self._current = ""
+        self._probe = False
 
     def _owner(self, slugs: tuple[str, ...], name: str) -> str:
         """The item a call is recorded for: the running test's, when it is one of the module's items."""
@@ -322,7 +332,8 @@ class Recorder:
                     self._why.setdefault((slug, cls.__qualname__), f"built from arguments it {exc}".replace(
                         "it takes", "that are"))
                     return
-                self.scripts[id(obj)] = Script(slug, module_path, cls.__qualname__, obj, captured)
+                self.scripts[id(obj)] = Script(slug, module_path, cls.__qualname__, obj, captured,
+                                               probe=self._probe)
 
             self._outermost(record, lambda: init(obj, *args, **kwargs))
 
@@ -370,11 +381,12 @@ class Recorder:
         except NotData as exc:
             self._why.setdefault((slug, name), str(exc) or "takes arguments the re-check cannot carry")
             return
-        key = kind(captured) + (f"<-{producer[0].name}{kind(before)}" if producer and before else "")
+        key = ("probe:" if self._probe else "") + kind(captured) + (
+            f"<-{producer[0].name}{kind(before)}" if producer and before else "")
         if key not in seen:
             seen.add(key)
             first = Call(slug, module_path, producer[0].name, producer[0].fn, *before) if producer and before else None
-            self.calls.append(Call(slug, module_path, name, fn, *captured, after=first))
+            self.calls.append(Call(slug, module_path, name, fn, *captured, after=first, probe=self._probe))
 
     def _producer(self, module_path: str, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> tuple[Call, int | None, str] | None:
@@ -501,7 +513,8 @@ class Recorder:
         steps = [] if call.after is None else [self._step(call.after, rng)]
         steps.append(self._step(call, rng))
         case = {"item": call.slug, "module": call.module, "kind": "call", "function": call.name, "steps": steps,
-                "opaque": [self._state_outputs(step["function"], call.module) for step in steps]}
+                "opaque": [self._state_outputs(step["function"], call.module) for step in steps],
+                "probe": call.probe}
         return _with_expected(case)
 
     @staticmethod
@@ -520,7 +533,7 @@ class Recorder:
         case = {"item": script.slug, "module": script.module, "kind": "script", "function": script.cls,
                 "init": [encode(recipes(perturb(init_args, rng))), encode(recipes(perturb(init_kwargs, rng)))],
                 "state": encode(perturb(script.state, rng)) if script.state is not None else None,
-                "training": script.training,
+                "training": script.training, "probe": script.probe,
                 "steps": [{"method": m, "args": encode(recipes(perturb(a, rng))), "kwargs": encode(recipes(perturb(k, rng)))}
                           for m, a, k in script.steps]}
         return _with_expected(case)
@@ -612,7 +625,8 @@ def _distinct_scripts(scripts: Any) -> list[Script]:
     for script in scripts:
         if not script.steps:
             continue
-        key = kind(script.init) + "".join(f"|{m}{kind((a, k))}" for m, a, k in script.steps)
+        key = ("probe:" if script.probe else "") + kind(script.init) + "".join(
+            f"|{m}{kind((a, k))}" for m, a, k in script.steps)
         keys = seen.setdefault(f"{script.slug}:{script.cls}", set())
         if key not in keys and len(keys) < PER_FUNCTION:
             keys.add(key)
@@ -757,5 +771,5 @@ def _recipe(value: Any) -> Any:
 
 def child_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the child may see of the cases: the inputs and which arguments to send back, no answers."""
-    return [{**{k: v for k, v in c.items() if k not in ("expected", "mutated")}, "mutated": sorted(c["mutated"])}
-            for c in cases]
+    return [{**{k: v for k, v in c.items() if k not in ("expected", "mutated", "probe")},
+             "mutated": sorted(c["mutated"])} for c in cases]
