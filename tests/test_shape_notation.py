@@ -44,7 +44,7 @@ def is_shape_notation(span: str) -> bool:
     span = span.strip()
     if span.startswith(("list[", "scalar")):
         return True
-    if not re.fullmatch(_BALANCED, span) or "," not in span and span != "()":
+    if not re.fullmatch(_BALANCED, span) or "," not in span and span not in ("()", "(...)"):
         return False
     items = [i for i in _items(span) if i.strip()]
     for item in items:
@@ -148,3 +148,14 @@ def test_same_shape_as_a_named_value_is_a_shape_comment() -> None:
         assert shape_grammar.looks_like_shape(text), text
         assert any(shape.kind == "any" for alts in shape_grammar.parse(text).values for shape in alts), text
     assert not shape_grammar.looks_like_shape("same result as before")
+
+
+@pytest.mark.parametrize("text", ["(...)", "(...,)", "(*rest)"])
+def test_an_ellipsis_alone_is_any_shape_with_or_without_its_comma(text: str) -> None:
+    ((shape,),) = shape_grammar.parse(text).values
+    assert len(shape.dims) == 1 and shape.dims[0].is_ellipsis and shape.rank is None
+
+
+def test_a_one_dim_shape_without_its_comma_is_still_malformed() -> None:
+    with pytest.raises(shape_grammar.ShapeSyntaxError, match="trailing comma"):
+        shape_grammar.parse("(B)")

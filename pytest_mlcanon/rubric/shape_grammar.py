@@ -255,6 +255,9 @@ class _Parser:
         dims = [self.item()]
         if self.eat(",)"):
             return Shape("tuple", tuple(dims))
+        if self.peek(")") and dims[0].is_ellipsis:  # ``(...)``: any shape, as the stubs' docstrings write it
+            self.eat(")")
+            return Shape("tuple", tuple(dims))
         if self.peek(")"):
             raise self.error("a one-dim shape needs a trailing comma", f"write ({dims[0].text},)")
         while self.eat(","):
