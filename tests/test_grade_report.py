@@ -109,7 +109,8 @@ def test_each_student_links_to_the_feedback_the_grader_writes(tmp_path: Path) ->
 
 
 def test_cells_are_coloured_by_their_typed_mark() -> None:
-    tables = re.split(r"<table ", html.render(class_book()))[1:]
+    page = html.render(class_book())
+    tables = re.split(r"<table ", page)[1:]
     marks = [Counter(c["class"] for c in elements(t).having("td") if "class" in c) for t in tables]
     # class: ben's, eli's DPO and hal's attention fail correctness; eli's attention and hal's DPO (harness)
     # are errors; fay's attention timed out; gus's DPO is flagged
@@ -119,10 +120,16 @@ def test_cells_are_coloured_by_their_typed_mark() -> None:
     assert marks[1] == {"fail": 6, "flagged": 2, "error": 1}
     # attention: ben's API; fay's correctness, time and verdict; hal's correctness and verdict; eli's verdict
     assert marks[2] == {"fail": 4, "timeout": 2, "error": 1}
-    legend = [span["class"] for span in elements(tables[0]).having("span") if "class" in span] or [
-        span["class"] for span in elements(html.render(class_book())).having("span") if "class" in span]
+    legend = [span["class"] for span in elements(page).having("span") if "class" in span]
     assert legend == [m.value for m in html.MARK_COLOURS] == ["fail", "flagged", "error", "timeout"]
     assert set(Mark) - set(html.MARK_COLOURS) == {Mark.PLAIN}
+
+
+def test_a_cells_text_never_decides_its_colour() -> None:
+    liar = _item(DPO, Status.SCORED, "NO FLAGGED error timeout failed", 10, axes=ALL_YES, score=5)
+    liar.tests[0].outcome = "timeout"
+    book = Gradebook([DPO], students=[StudentResult("NO-timeout-error", items=[liar])])
+    assert not [c for c in elements(html.render(book)).having("td") if "class" in c]
 
 
 def test_every_column_can_be_sorted_and_numbers_sort_as_numbers() -> None:
