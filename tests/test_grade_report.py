@@ -199,6 +199,8 @@ def test_the_lms_export_holds_student_total_and_each_items_points() -> None:
     unsandboxed.unsandboxed = ["network"]
     assert _rows(csvfile.lms(unsandboxed))[0][1] == "total (unsandboxed)"
     assert _rows(csvfile.lms(Gradebook([DPO], students=[StudentResult("zoe")])))[1] == ["zoe", "", ""]
+    unreached = [StudentResult("zoe", items=[_item(DPO, Status.PENDING, "", 0)])]  # a cell the batch never reached
+    assert _rows(csvfile.lms(Gradebook([DPO], students=unreached)))[1] == ["zoe", "", ""]
 
 
 def test_write_all_writes_the_lms_export(tmp_path: Path) -> None:

@@ -78,10 +78,16 @@ def item_values(item: ItemResult) -> list[str]:
             number(item.points), number(item.max_points), f"{item.time_s:.2f}", " ".join(item.codes), item.verdict]
 
 
+#: Statuses the student earned, besides those the rubric scores: a missing or stub file, a module that
+#: does not import. Anything else (a grader failure, a cell not reached) is not graded.
+GRADED_UNSCORED = frozenset({Status.NOT_ATTEMPTED, Status.NOT_IMPLEMENTED, Status.ERROR})
+
+
 def graded(item: ItemResult | None) -> bool:
-    """The grader reached a result for the item (``not attempted`` is one: no file, no points); a
-    missing cell or a grader failure (``harness error``) is not graded."""
-    return item is not None and item.status not in (Status.PENDING, Status.HARNESS_ERROR)
+    """The grader reached a result for the item that the student's work earned (``not attempted`` is
+    one: no file, 0 points); a missing cell, a grader failure (``harness error``) or a status not
+    listed here is not graded, so an LMS import leaves it empty rather than a 0."""
+    return item is not None and (item.status.scored or item.status in GRADED_UNSCORED)
 
 
 def item_mark(item: ItemResult) -> Mark:
