@@ -3,20 +3,17 @@ headless browser renders it (a screenshot and the DOM), where Debian's ``chromiu
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections import Counter
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from browser import chromium, elements, needs_chromium
 
 from pytest_mlcanon import catalog, cli, drill, misslog, plan, progress
 from pytest_mlcanon.dashboard import model, page
 
 DAY = progress.DAY_S
 NOW = 1_750_000_000.0  # pinned, so due dates in the history are the same on every run
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def _attempt(current: progress.Session, slug: str, days_ago: float, minutes: float, passed: bool,
@@ -148,27 +145,6 @@ def test_an_empty_repo_is_sixty_new_items(tmp_path: Path) -> None:
 
 # -- the page ------------------------------------------------------------------------------------------
 
-class _Elements(HTMLParser):
-    """Every start tag with its attributes, in document order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, {k: v or "" for k, v in attrs}))
-
-    def having(self, tag: str, **wanted: str) -> list[dict[str, str]]:
-        return [attrs for name, attrs in self.tags if name == tag
-                and all(wanted[k] in attrs.get(k.rstrip("_").replace("_", "-"), "").split() for k in wanted)]
-
-
-def elements(html: str) -> _Elements:
-    parser = _Elements()
-    parser.feed(html)
-    return parser
-
-
 def check_page(html: str) -> None:
     """What the fixture history's page must hold, read from its elements (the source or the browser's DOM)."""
     found = elements(html)
@@ -226,25 +202,18 @@ def test_mlcanon_dashboard_bad_input_is_one_line_and_exit_2(history: Path,
 
 # -- in a real browser -------------------------------------------------------------------------------------
 
-def _chromium(url: str, *args: str, profile: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CHROMIUM or "chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                           "--disable-background-networking", "--disable-component-update", "--no-first-run",
-                           f"--user-data-dir={profile}", *args, url],
-                          capture_output=True, text=True, timeout=180)
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+@needs_chromium
 def test_a_headless_browser_renders_the_dashboard(history: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     from PIL import Image  # the test extra's pillow
 
     assert cli.main(["dashboard", "--out", "dashboard.html"]) == 0
     url = (history / "dashboard.html").as_uri()
     profile = tmp_path_factory.mktemp("chromium-profile")
-    dom = _chromium(url, "--dump-dom", profile=profile)
+    dom = chromium(url, "--dump-dom", profile=profile)
     assert dom.returncode == 0, dom.stderr[-2000:]
     check_page(dom.stdout)  # the DOM the browser built holds every mark, in order
     shot = history / "dashboard.png"
-    taken = _chromium(url, "--window-size=1400,1800", f"--screenshot={shot}", profile=profile)
+    taken = chromium(url, "--window-size=1400,1800", f"--screenshot={shot}", profile=profile)
     assert taken.returncode == 0 and shot.is_file(), taken.stderr[-2000:]
     image = Image.open(shot).convert("RGB")
     assert image.size == (1400, 1800)

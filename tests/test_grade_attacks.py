@@ -1045,7 +1045,7 @@ def test_without_the_kernel_sandbox_the_batch_refuses_unless_told_and_then_says_
     assert any("network: not isolated" in n for n in book.sandbox)
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
     written = render.write_all(book, tmp_path / "out")
-    assert len(written) == 5 + 2 * len(book.students)
+    assert len(written) == 6 + 2 * len(book.students)
     for path in written:
         assert "unsandboxed" in path.read_text(encoding="utf-8").lower(), path
     rows = list(csv.reader(io.StringIO((tmp_path / "out" / "gradebook.csv").read_text(encoding="utf-8"))))[1:]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,19 @@ def test_every_output_is_written(sharded: tuple[Path, Path]) -> None:
     results = json.loads((merged / "gradescope" / "amy" / "results.json").read_text())
     assert results["score"] == 4 and {t["status"] for t in results["tests"]} <= {"passed", "failed"}
     assert abs(sum(t["max_score"] for t in results["tests"]) - 4) < 1e-3
+
+
+def test_the_merged_report_names_the_class_and_when_it_was_graded(sharded: tuple[Path, Path]) -> None:
+    _, merged = sharded
+    stamps = [json.loads((merged.parent / f"shard-{i}" / "gradebook.json").read_text())["graded_at"] for i in (1, 2)]
+    book = json.loads((merged / "gradebook.json").read_text())
+    assert book["graded_at"] == min(stamps) and book["config"]["assignment"] == "submissions"
+    page = (merged / "report.html").read_text()
+    when = datetime.fromisoformat(min(stamps))
+    assert "<h1>submissions</h1>" in page and f"graded {when:%Y-%m-%d %H:%M} UTC; shard(s) " in page
+    for student in ("amy", "bo", "cid"):
+        assert f"<a href='feedback/{student}.md'>{student}</a>" in page and (merged / "feedback" / f"{student}.md").is_file()
+    assert (merged / "gradebook-lms.csv").read_text() == "student,total,detection/boxes\namy,4,4\nbo,4,4\ncid,0,0\n"
 
 
 def test_the_step_summary_is_appended_on_github(tmp_path: Path, sharded: tuple[Path, Path],

@@ -5,7 +5,7 @@ or with it under practice/, src/mlbook/, mlbook/ or one folder down, or flat: at
 by module name), or is itself one submission.
 Every (student, item) runs in its own sandboxed child with time, CPU, memory and output limits, no
 network and no root; the parent checks what the child reports, flags integrity problems, and writes
-gradebook.csv, gradebook.md, gradebook.json, report.html, feedback/<student>.md and
+gradebook.csv, gradebook-lms.csv, gradebook.md, gradebook.json, report.html, feedback/<student>.md and
 gradescope/<student>/results.json into DIR (and the GitHub step summary when $GITHUB_STEP_SUMMARY
 is set). Settings come from the command line, then --config (default: mlcanon-grade.toml beside
 SUBMISSIONS or here), then the defaults.

@@ -33,7 +33,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,9 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
     if not sys.platform.startswith("linux"):
         raise BatchError("mlcanon grade needs Linux (/proc, namespaces, resource limits)")
     started = time.monotonic()
+    graded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    if not config.assignment:
+        config = replace(config, assignment=readable(submissions.resolve().name))
     items = catalog.select(config.items)
     subs = discover.find(submissions, items, single=config.single)
     if shard is not None:
@@ -120,7 +124,8 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
                          f"{', '.join(unsandboxed)}", *sandbox_notes]
     return Gradebook([i.slug for i in items], {i.slug: i.title for i in items}, students, [seed],
                      [f"{shard[0]}/{shard[1]}"] if shard else [], sandbox_notes, notes, config.to_dict(),
-                     round(time.monotonic() - started, 2), count, unsandboxed=list(unsandboxed))
+                     round(time.monotonic() - started, 2), count, unsandboxed=list(unsandboxed),
+                     graded_at=graded_at)
 
 
 

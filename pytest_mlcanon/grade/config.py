@@ -3,6 +3,7 @@ file (``--config PATH``, else ``mlcanon-grade.toml`` beside the submissions fold
 folder), then the defaults. A bad value names its layer and key, as the plugin's settings do.
 
 ```toml
+assignment = "Homework 3"  # the report's title (default: the submissions folder's name)
 items = ["posttrain/dpo", "transformer/attention"]   # or "posttrain/dpo,55"
 workers = 2
 on_flag = "zero"          # a flagged item scores 0 ("review": keep the points, list the flags)
@@ -116,6 +117,7 @@ class Points:
 
 @dataclass(frozen=True)
 class GradeConfig:
+    assignment: str = ""  # empty: the submissions folder's name (set by the batch)
     items: str = ""
     workers: int = 0  # 0: one per available core
     seed: int | None = None
@@ -145,7 +147,7 @@ class GradeConfig:
             raise ConfigError(f"{self.source} [rubric]: {exc}") from exc
 
     def to_dict(self) -> dict[str, Any]:
-        return {"items": self.items, "seed": self.seed, "on_flag": self.on_flag, "limits": vars(self.limits),
+        return {"assignment": self.assignment, "items": self.items, "seed": self.seed, "on_flag": self.on_flag, "limits": vars(self.limits),
                 "points": {"default": self.points.default, "per_item": self.points.per_item,
                            "weights": self.points.weights, "tests": [list(t) for t in self.points.tests]},
                 "recheck": self.recheck, "recheck_skip": list(self.recheck_skip), "unverified": self.unverified,
@@ -178,7 +180,7 @@ def load(path: Path | None, cli: dict[str, Any]) -> GradeConfig:
 
 
 _SECTIONS = {"limits", "points", "weights", "tests", "recheck", "sandbox", "gradescope", "rubric"}
-_TOP = {"items", "workers", "seed", "on_flag"}
+_TOP = {"assignment", "items", "workers", "seed", "on_flag"}
 
 
 def from_table(table: dict[str, Any], cli: dict[str, Any] | None = None, source: str = "defaults") -> GradeConfig:
@@ -210,6 +212,7 @@ def from_table(table: dict[str, Any], cli: dict[str, Any] | None = None, source:
     sandbox = reader.section(table, "sandbox")
     gradescope = reader.section(table, "gradescope")
     return GradeConfig(
+        assignment=reader.value("assignment", table.get("assignment"), _text, ""),
         items=items,
         workers=reader.value("workers", table.get("workers"), _nonneg_int, 0),
         seed=reader.value("seed", table.get("seed"), _int, None),
@@ -295,6 +298,12 @@ def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     raise ValueError("must be true or false")
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value.strip()
 
 
 def _items(value: Any) -> str:

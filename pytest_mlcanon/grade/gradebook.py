@@ -138,6 +138,8 @@ class Gradebook:
     version: int = FORMAT_VERSION
     #: What the jobs' sandbox lacked when the teacher passed ``--unsafe-no-sandbox`` (empty: sandboxed).
     unsandboxed: list[str] = field(default_factory=list)
+    #: When the batch started, ISO 8601 in UTC (a merge keeps its shards' earliest; empty: not recorded).
+    graded_at: str = ""
 
     def axis_pass_counts(self, axis: str) -> list[int]:
         """Per student, on how many of the items the axis said yes (for the histograms)."""

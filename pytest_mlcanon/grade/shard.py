@@ -79,4 +79,5 @@ def merge(books: list[Gradebook]) -> Gradebook:
                      list(dict.fromkeys(n for b in books for n in b.sandbox)),
                      list(dict.fromkeys(n for b in books for n in b.notes)), books[0].config,
                      max(b.elapsed_s for b in books), sum(b.workers for b in books),
-                     unsandboxed=list(dict.fromkeys(m for b in books for m in b.unsandboxed)))
+                     unsandboxed=list(dict.fromkeys(m for b in books for m in b.unsandboxed)),
+                     graded_at=min((b.graded_at for b in books if b.graded_at), default=""))

@@ -2,9 +2,11 @@
 the cells and columns of ``table``. ``write_all`` writes every output of a batch into one folder:
 
 * ``gradebook.csv``, ``gradebook.md``, ``gradebook.json`` (the lossless model, input of ``--merge``);
+* ``gradebook-lms.csv``: student, total and each item's points, for a learning-management system;
 * ``feedback/<student>.md``: one page per student with every finding;
 * ``gradescope/<student>/results.json``: Gradescope's autograder results format;
-* ``report.html``: the tables and, with matplotlib installed, a per-axis histogram of the class;
+* ``report.html``: the sortable tables, each student linked to ``feedback/<student>.md``, and with
+  matplotlib installed a per-axis histogram of the class;
 * the GitHub Actions step summary, appended to ``$GITHUB_STEP_SUMMARY`` when it is set.
 
 A student's own files are written one student at a time: if one cannot be rendered, that student's
@@ -29,6 +31,8 @@ def write_all(book: Gradebook, out: Path) -> list[Path]:
     atomic_write(written[1], markdown.render(book))
     atomic_write(written[2], jsonfile.render(book))
     atomic_write(written[3], html.render(book))
+    written.append(out / "gradebook-lms.csv")
+    atomic_write(written[-1], csvfile.lms(book))
     for student in book.students:
         path = out / "feedback" / f"{student.student}.md"
         results = out / "gradescope" / student.student / "results.json"
