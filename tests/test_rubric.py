@@ -751,3 +751,20 @@ def test_traces_merge_with_a_wrong_size_over_a_confirmation_over_another_rank() 
     assert confirmed.merge(wrong).checks[0].status is ShapeStatus.CONTRADICTED
     assert wrong.merge(confirmed).merge(other).checks[0].status is ShapeStatus.CONTRADICTED
     assert ShapeTrace.from_json(other.to_json()) == other
+
+
+def test_a_scalar_draw_needs_no_shape_comment_but_a_sized_one_does(tmp_path: Path) -> None:
+    findings = _lint(tmp_path, DOC + '''
+import numpy as np
+
+def act(rng, q, eps):
+    """(A,) -> scalar"""
+    u = 1.0 - rng.random()
+    a = rng.integers(q.shape[0])
+    g = rng.normal(0.0, 1.0)
+    noise = rng.normal(0.0, 1.0, q.shape)
+    order = rng.permutation(q.shape[0])
+    pick = rng.choice(q.shape[0], size=3)
+    return a if u > eps else int(np.argmax(q + g + noise[order][pick].sum()))
+''')
+    assert [f.line for f in findings if f.code == "SHP001"] == [11, 12, 13]  # noise, order, pick

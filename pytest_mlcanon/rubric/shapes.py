@@ -119,7 +119,8 @@ def _node_rule(node: ast.AST, submodules: set[str]) -> str | None:
         return None  # the shape of its argument, by definition: a shape-preserving line
     if name in CREATORS and is_module_call:
         return f"R1 creation ({base}.{name})" if base else f"R1 creation ({name})"
-    if name in RNG_SAMPLERS and base is not None and ("rng" in base.lower() or "generator" in base.lower()):
+    if (name in RNG_SAMPLERS and base is not None and ("rng" in base.lower() or "generator" in base.lower())
+            and _draws_an_array(node, name)):
         return f"R1 creation ({base}.{name})"
     if name in RESHAPERS and isinstance(func, ast.Attribute):
         return f"R2 reshaping (.{name})"
@@ -130,6 +131,17 @@ def _node_rule(node: ast.AST, submodules: set[str]) -> str | None:
     if name in REDUCTIONS and isinstance(func, ast.Attribute) and _has_axis(node, is_module_call):
         return f"R3 reduction ({name} over an axis)"
     return None
+
+
+#: Where a NumPy ``Generator`` sampler takes its ``size`` positionally; without one it draws a scalar.
+_SIZE_POSITION = {"random": 0, "standard_normal": 0, "choice": 1, "integers": 2, "normal": 2, "uniform": 2}
+
+
+def _draws_an_array(call: ast.Call, name: str) -> bool:
+    """``rng.normal(0, 1, size=(n, d))`` or ``rng.permutation(n)``: an array; ``rng.random()`` and
+    ``rng.integers(n_actions)`` draw one Python-level scalar, which C4 leaves without a comment."""
+    position = _SIZE_POSITION.get(name)
+    return position is None or len(call.args) > position or any(k.arg in {"size", None} for k in call.keywords)
 
 
 def _converts_a_value(call: ast.Call) -> bool:
