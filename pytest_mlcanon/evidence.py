@@ -61,6 +61,7 @@ class Status(enum.Enum):
     CRASHED = "crashed"  # grading: the job's process ended before the tests finished
     KILLED = "killed"  # grading: the job passed its memory or output limit
     HARNESS_ERROR = "harness error"  # grading: the grader itself failed on this job
+    INTERRUPTED = "not graded (interrupted)"  # grading: the batch was stopped before this job finished
 
     def __str__(self) -> str:
         return self.value

@@ -31,7 +31,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -40,7 +40,17 @@ from typing import Any
 
 from pytest_mlcanon import catalog, rubric, stubs
 from pytest_mlcanon.evidence import Status
-from pytest_mlcanon.grade import discover, forbidden, recheck, sandbox, scan, snapshot, uids, verifier
+from pytest_mlcanon.grade import (
+    discover,
+    forbidden,
+    interrupt,
+    recheck,
+    sandbox,
+    scan,
+    snapshot,
+    uids,
+    verifier,
+)
 from pytest_mlcanon.grade import shard as shard_mod
 from pytest_mlcanon.grade.assess import assess, not_run
 from pytest_mlcanon.grade.child import JobRequest
@@ -59,6 +69,8 @@ from pytest_mlcanon.rubric.model import Finding
 
 #: The grader's own folder in the batch's root: the zygote's and the verifier's logs and scratch, 0700.
 PRIVATE = "private"
+#: How long an interrupted batch waits for its workers to kill and sweep their running jobs.
+STOP_S = 30.0
 
 
 class BatchError(RuntimeError):
@@ -75,8 +87,20 @@ class Job:
 
 
 def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | None = None,
-          progress: bool = True, on_result: Callable[[str, ItemResult], None] | None = None) -> Gradebook:
-    """Grade every submission under ``submissions`` (this shard's share) on ``config.items``."""
+          progress: bool = True, on_result: Callable[[str, ItemResult], None] | None = None,
+          seed: int | None = None, keep: Mapping[tuple[str, str], ItemResult] | None = None,
+          only: Collection[str] | None = None, on_calibrated: Callable[[Calibration], None] | None = None,
+          ) -> Gradebook:
+    """Grade every submission under ``submissions`` (this shard's share) on ``config.items``.
+
+    ``seed`` overrides the config's (else a new one); ``keep`` holds cells already graded (a resumed
+    batch: their jobs do not run); with ``only``, only those students' jobs run, and a cell neither
+    kept nor run is ``not graded (interrupted)``. ``on_result(student, cell)`` sees each assessed job
+    and ``on_calibrated`` the reference run, before any job starts (it may refuse the batch by raising).
+
+    Interrupted (``interrupt.Interrupted``, or Ctrl-C without a trap), the batch kills its running
+    jobs, keeps what finished, and returns the gradebook with every other cell ``not graded
+    (interrupted)``; interrupted before it knew its students, it raises."""
     if not sys.platform.startswith("linux"):
         raise BatchError("mlcanon grade needs Linux (/proc, namespaces, resource limits)")
     started = time.monotonic()
@@ -87,38 +111,58 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
     subs = discover.find(submissions, items, single=config.single)
     if shard is not None:
         subs = shard_mod.select(subs, *shard)
-    seed = config.seed if config.seed is not None else secrets.randbits(31)
+    unknown = sorted(set(only or ()) - {sub.student for sub in subs})
+    if unknown:
+        raise BatchError(f"--only: no submission of {', '.join(unknown)} in {readable(str(submissions))}"
+                         f"{' (this shard)' if shard else ''}")
+    keep = dict(keep or {})
+    seed = seed if seed is not None else config.seed if config.seed is not None else secrets.randbits(31)
     settings = config.settings()
-    root = Path(tempfile.mkdtemp(prefix="mlcanon-grade-"))
-    os.chmod(root, 0o711)  # the jobs' folders are inside; nothing else in it is readable by a job
-    (root / PRIVATE).mkdir(mode=0o700)
+    students = [StudentResult(sub.student, readable(str(sub.folder)), readable(str(sub.impl or "")),
+                              clean(sub.problem, 400)) for sub in subs]
+    cells: dict[tuple[str, str], ItemResult] = {}
     count = 0
+    notes: list[str] = []
+    confinement: sandbox.Confinement | None = None
     warm: _Warm | None = None
-    undumpable = _undumpable()  # the calibration will be in this process's memory: no same-user reader
-    pool = WorkerPool(workers(config))
+    undumpable = False
+    pool: WorkerPool | None = None
     uid_pool: uids.UidPool | None = None
+    root = Path(tempfile.mkdtemp(prefix="mlcanon-grade-"))
     try:
-        uid_pool = uids.UidPool(config.uid_base, workers(config)) if os.geteuid() == 0 and config.user else None
-        confinement = probe(root, config, uid_pool, items)
-        if any(sub.impl is not None for sub in subs):
-            warm = _Warm(root, items, seed, config)  # the zygote imports torch and calibrates meanwhile
-        students, cells, jobs = _plan(subs, items, root / "snapshots", config, pool)
-        count = min(workers(config), max(1, len(jobs)))
-        notes = _run_all(jobs, cells, root, warm, config, settings, count, Progress(len(jobs), enabled=progress),
-                         on_result, pool, uid_pool) if jobs and warm is not None else []
+        try:
+            os.chmod(root, 0o711)  # the jobs' folders are inside; nothing else in it is readable by a job
+            (root / PRIVATE).mkdir(mode=0o700)
+            undumpable = _undumpable()  # the calibration will be in this process's memory: no same-user reader
+            pool = WorkerPool(workers(config))
+            uid_pool = uids.UidPool(config.uid_base, workers(config)) if os.geteuid() == 0 and config.user else None
+            confinement = probe(root, config, uid_pool, items)
+            if any(sub.impl is not None for sub in subs):
+                warm = _Warm(root, items, seed, config)  # the zygote imports torch and calibrates meanwhile
+            jobs, slots = _plan(subs, students, cells, items, root / "snapshots", config, pool, keep, only)
+            count = min(workers(config), max(1, slots))  # as many as the whole class's jobs would have
+            if warm is not None and (jobs or keep):  # a resumed batch checks its reference run too
+                notes = _run_all(jobs, cells, root, warm, config, settings, count,
+                                 Progress(len(jobs), enabled=progress), on_result, pool, uid_pool, on_calibrated)
+        except (interrupt.Interrupted, KeyboardInterrupt):
+            if not subs:
+                raise
     finally:
-        if warm is not None:
-            warm.close()
-        pool.close()
-        if uid_pool is not None:
-            uid_pool.close()
-        remove_tree(root)
-        if undumpable:
-            _set_dumpable(True)
-    unsandboxed = confinement.missing
+        with interrupt.held():  # the sandbox users, their processes and the job folders go, whatever comes
+            if warm is not None:
+                warm.close()
+            if pool is not None:
+                pool.close()
+            if uid_pool is not None:
+                uid_pool.close()
+            remove_tree(root)
+            if undumpable:
+                _set_dumpable(True)
+    unsandboxed = confinement.missing if confinement is not None else []
     for student in students:
-        student.items = [_marked(cells[(student.student, item.slug)], unsandboxed) for item in items]
-    sandbox_notes = confinement.notes
+        student.items = [_marked(cells.get((student.student, item.slug)) or not_graded(item, config), unsandboxed)
+                         for item in items]
+    sandbox_notes = confinement.notes if confinement is not None else []
     if unsandboxed:
         sandbox_notes = [f"UNSANDBOXED (--unsafe-no-sandbox): a job could reach what isolates nothing here: "
                          f"{', '.join(unsandboxed)}", *sandbox_notes]
@@ -159,19 +203,18 @@ def _marked(cell: ItemResult, unsandboxed: list[str]) -> ItemResult:
     return cell
 
 
-def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snapshots: Path, config: GradeConfig,
-          pool: WorkerPool) -> tuple[list[StudentResult], dict[tuple[str, str], ItemResult], list[Job]]:
-    """Snapshot and scan every submission; the cells of items that will not run, and the jobs. The
-    scans run side by side on the pool's workers, so a file that takes a scan to its deadline holds
-    up one worker, not the class."""
+def _plan(subs: list[discover.Submission], students: list[StudentResult], cells: dict[tuple[str, str], ItemResult],
+          items: tuple[catalog.Item, ...], snapshots: Path, config: GradeConfig, pool: WorkerPool,
+          keep: Mapping[tuple[str, str], ItemResult], only: Collection[str] | None) -> tuple[list[Job], int]:
+    """Snapshot and scan every submission; fill ``cells`` with the items that will not run (and the
+    ``keep`` cells of jobs already graded); returns the jobs to run and the class's number of jobs
+    (kept ones, and those ``only`` leaves out, included). The scans run side
+    by side on the pool's workers, so a file that takes a scan to its deadline holds up one worker,
+    not the class. ``cells`` fills as it goes: an interrupted plan keeps what it decided."""
     snapshots.mkdir(mode=0o700)
-    cells: dict[tuple[str, str], ItemResult] = {}
-    students: list[StudentResult] = []
-    wanted: list[tuple[str, catalog.Item, Path]] = []
-    for sub in subs:
-        student = StudentResult(sub.student, readable(str(sub.folder)), readable(str(sub.impl or "")),
-                                clean(sub.problem, 400))
-        students.append(student)
+    wanted: list[tuple[int, str, catalog.Item, Path]] = []
+    slots = 0  # the class's jobs, kept ones included: a job's number is its place among them, resumed or not
+    for sub, student in zip(subs, students):
         if sub.impl is None:
             for item in items:
                 cells[(sub.student, item.slug)] = cleaned(not_run(item, Status.NOT_ATTEMPTED, sub.problem, config))
@@ -188,26 +231,36 @@ def _plan(subs: list[discover.Submission], items: tuple[catalog.Item, ...], snap
             more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
             student.problem = clean(f"files not graded: {', '.join(skipped[:5])}{more}", 600)
         for item in items:
+            key = (sub.student, item.slug)
             impl = Impl(folder, "--impl")
             missing = impl.missing_modules(item)
             stub = "" if missing else still_stub(impl, item)
             if missing or stub:
-                cells[(sub.student, item.slug)] = not_run(item, Status.NOT_ATTEMPTED,
-                                                          stub or _absent(missing, skipped), config)
+                cells[key] = not_run(item, Status.NOT_ATTEMPTED, stub or _absent(missing, skipped), config)
             else:
-                wanted.append((sub.student, item, folder))
+                slots += 1
+                if key in keep:
+                    cells[key] = keep[key]
+                elif only is None or sub.student in only:
+                    wanted.append((slots, sub.student, item, folder))
     jobs: list[Job] = []
     with ThreadPoolExecutor(max_workers=pool.size, thread_name_prefix="mlcanon-scan") as scans:
-        futures = [scans.submit(pool.call, scan.scan, item, folder, snapshots) for _, item, folder in wanted]
-        for (student_id, item, folder), future in zip(wanted, futures):
+        futures = [scans.submit(pool.call, scan.scan, item, folder, snapshots) for _, _, item, folder in wanted]
+        for (number, student_id, item, folder), future in zip(wanted, futures):
             try:
                 found = future.result()
             except WorkerError as exc:
                 cells[(student_id, item.slug)] = cleaned(not_run(
                     item, Status.ERROR, f"the files could not be read for the integrity scan: {exc}", config))
                 continue
-            jobs.append(Job(len(jobs) + 1, student_id, item, folder, found))
-    return students, cells, jobs
+            jobs.append(Job(number, student_id, item, folder, found))
+    return jobs, slots
+
+
+def not_graded(item: catalog.Item, config: GradeConfig) -> ItemResult:
+    """The cell of a job the batch did not finish (it was interrupted, or ``--only`` left it out)."""
+    return not_run(item, Status.INTERRUPTED, "the batch stopped before this job finished; "
+                   "mlcanon grade --resume grades it", config)
 
 
 def _absent(missing: tuple[str, ...], skipped: list[str]) -> str:
@@ -293,14 +346,23 @@ def _test_files(items: tuple[catalog.Item, ...]) -> list[str]:
 
 def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Path, warm: _Warm, config: GradeConfig,
              settings: Any, count: int, bar: Progress, on_result: Callable[[str, ItemResult], None] | None,
-             pool: WorkerPool, uid_pool: uids.UidPool | None) -> list[str]:
-    """Wait for the calibrated zygote and run the jobs on ``count`` workers; returns the batch's notes."""
+             pool: WorkerPool, uid_pool: uids.UidPool | None,
+             on_calibrated: Callable[[Calibration], None] | None = None) -> list[str]:
+    """Wait for the calibrated zygote and run the jobs on ``count`` workers; returns the batch's notes.
+
+    Interrupted, it stops: no worker takes a new job, each running job is killed and swept as on a
+    timeout (and not assessed), the runs that had finished are assessed and kept; then it re-raises.
+    Nothing reaches ``cells`` (or ``on_result``) once it has returned."""
     lock = threading.Lock()
     pending: queue.Queue[Job] = queue.Queue()
+    stop = threading.Event()
+    closed = False
 
     def record(job: Job, cell: ItemResult) -> None:
         cell = cleaned(cell)
         with lock:
+            if closed:
+                return
             cells[(job.student, job.item.slug)] = cell
             bar.advance(f"{job.student} {job.item.slug}: {cell.verdict}")
             if on_result is not None:
@@ -308,7 +370,10 @@ def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Pa
 
     try:
         zygote, calibration = warm.ready()
-        runner = _Runner(zygote, root, root / "snapshots", calibration, config, settings, uid_pool, workers_pool=pool)
+        if on_calibrated is not None:
+            on_calibrated(calibration)
+        runner = _Runner(zygote, root, root / "snapshots", calibration, config, settings, uid_pool, workers_pool=pool,
+                         stop=stop)
         for job in jobs:
             pending.put(job)
         results: list[Future[None]] = []
@@ -321,12 +386,18 @@ def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Pa
                 for thread in threads:
                     thread.join()
             except BaseException:
-                _drain(pending)  # interrupted (Ctrl-C, SIGTERM): the workers take no new job
+                stop.set()  # interrupted (Ctrl-C, SIGTERM): the workers take no new job and kill their running one
+                _drain(pending)
+                with interrupt.held():
+                    for thread in threads:
+                        thread.join(timeout=STOP_S)
                 raise
         for result in results:
             result.result()
         return _reference_notes(calibration)
     finally:
+        with lock:
+            closed = True
         bar.close()
         warm.close()  # kills a child still running (the batch was interrupted) and stops the zygote
 
@@ -387,8 +458,10 @@ class _Runner:
     assessor threads (turn a finished run into its gradebook cell)."""
 
     def __init__(self, zygote: Zygote, root: Path, snapshots: Path, calibration: Calibration, config: GradeConfig,
-                 settings: Any, pool: uids.UidPool | None, workers_pool: WorkerPool) -> None:
+                 settings: Any, pool: uids.UidPool | None, workers_pool: WorkerPool,
+                 stop: threading.Event | None = None) -> None:
         self.zygote = zygote
+        self.stop = stop or threading.Event()
         self.root = root
         self.snapshots = snapshots
         self.calibration = calibration
@@ -414,16 +487,20 @@ class _Runner:
                     return
 
         try:
-            while True:
+            while not self.stop.is_set():
                 try:
                     job = pending.get_nowait()
                 except queue.Empty:
                     return
                 uid = self.pool.acquire() if self.pool is not None else None
                 try:
-                    finished.append((job, self.run(job, uid, on_forked=hand_over)))
+                    run = self.run(job, uid, on_forked=hand_over)
+                    if run.killed != "interrupted":  # a job the batch's end killed is not graded
+                        finished.append((job, run))
                 except Exception as exc:  # noqa: BLE001 - one job's failure never stops the batch
-                    record(job, not_run(job.item, Status.HARNESS_ERROR, f"{type(exc).__name__}: {exc}", self.config))
+                    if not self.stop.is_set():  # the batch's end may break a job: it is then not graded
+                        record(job, not_run(job.item, Status.HARNESS_ERROR, f"{type(exc).__name__}: {exc}",
+                                            self.config))
                 finally:
                     if self.pool is not None and uid is not None:
                         self.pool.release(uid)
@@ -452,7 +529,7 @@ class _Runner:
                              recheck.child_cases(cases), (str(tests_dir()), str(self.snapshots)), hidden)
         try:
             return run_job(self.zygote, request, job_dir / "request.pickle", self.limits,
-                           lambda pid: uids.sweep(uid, pid), on_forked)
+                           lambda pid: uids.sweep(uid, pid), on_forked, self.stop)
         finally:
             remove_tree(job_dir)
 

@@ -79,7 +79,7 @@ class JobRun:
     frames: list[dict[str, Any]] = field(default_factory=list)
     exit: ExitInfo | None = None
     wall_s: float = 0.0
-    killed: str = ""  # "", "wall", "test", "memory" or "channel"
+    killed: str = ""  # "", "wall", "test", "memory", "channel" or "interrupted" (the batch was stopped)
     killed_in: str = ""  # the test (or phase) running when it was killed
     channel_error: str = ""
     peak_mb: float = 0.0  # the largest private memory seen (beyond what it shares with the zygote)
@@ -216,11 +216,13 @@ class Zygote:
 
 
 def run_job(zygote: Zygote, request: JobRequest, request_path: Path, limits: Limits,
-            sweep: Callable[[int], int], on_forked: Callable[[], None] | None = None) -> JobRun:
+            sweep: Callable[[int], int], on_forked: Callable[[], None] | None = None,
+            stop: threading.Event | None = None) -> JobRun:
     """Fork the job's child and watch it to the end; ``sweep(pid)`` kills what it leaves behind;
     ``on_forked()`` runs once the child exists. The child is killed at once when it breaks a limit
-    or the channel's protocol (a malformed, duplicate or out-of-order frame), and swept whatever
-    happens, also when the watch itself fails."""
+    or the channel's protocol (a malformed, duplicate or out-of-order frame), or when ``stop`` is set
+    (the batch was interrupted: ``killed`` is then ``"interrupted"``), and swept whatever happens,
+    also when the watch itself fails."""
     run = JobRun()
     started = time.monotonic()
     pid, fd = zygote.fork(request, request_path)
@@ -267,7 +269,8 @@ def run_job(zygote: Zygote, request: JobRequest, request_path: Path, limits: Lim
                 if now >= next_poll:
                     run.peak_mb = max(run.peak_mb, _private_mb(pid))
                     next_poll = now + MEMORY_POLL_S
-                reason = ("channel" if reader.error or protocol.error else "wall" if now - started > limits.wall_s
+                reason = ("interrupted" if stop is not None and stop.is_set()
+                          else "channel" if reader.error or protocol.error else "wall" if now - started > limits.wall_s
                           else "test" if now - test_started > limits.test_timeout_s
                           else "memory" if run.peak_mb > limits.memory_mb else "")
                 if reason:

@@ -37,16 +37,37 @@ class Report:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename, so a reader never sees half."""
+    """Write ``text`` to ``path`` through a temporary file and a rename, so a reader never sees half.
+
+    The file gets the mode any new file gets (0644 under the usual umask 022, 0600 under 077), not
+    ``mkstemp``'s 0600: these are outputs (reports, gradebooks, a learner's state) that another user,
+    a CI upload step after ``sudo -E mlcanon grade``, may have to read. Folders it makes follow the
+    umask too."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def umask() -> int:
+    """The process's umask, read without changing it where Linux says it (``/proc/self/status``):
+    ``os.umask`` can only be read by setting it, which would race with other threads' files."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
 
 
 def write(report: Report, fmt: str, path: Path) -> None:
