@@ -73,9 +73,9 @@ class Identity:
         found = []
         if self.items != recorded.items:
             found.append(f"items {','.join(recorded.items)} -> {','.join(self.items)}")
-        keys = sorted(set(self.config) | set(recorded.config))
-        found += [f"config {k} {_short(recorded.config.get(k))} -> {_short(self.config.get(k))}"
-                  for k in keys if self.config.get(k) != recorded.config.get(k)]
+        mine, theirs = _flat(self.config), _flat(recorded.config)
+        found += [f"config {k} {_short(theirs.get(k))} -> {_short(mine.get(k))}"
+                  for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)]
         for name in ("seed", "shard", "submissions"):
             if getattr(self, name) != getattr(recorded, name):
                 found.append(f"{name} {getattr(recorded, name) or '-'} -> {getattr(self, name) or '-'}")
@@ -95,6 +95,17 @@ def _config(config: GradeConfig) -> dict[str, Any]:
     """Every setting that can change a grade, as JSON gives it back (tuples as lists)."""
     data = {k: v for k, v in asdict(config).items() if k not in UNGRADED_KEYS and k != "items"}
     return dict(json.loads(json.dumps(data, default=str, sort_keys=True)))
+
+
+def _flat(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"limits": {"wall_s": 90}}`` -> ``{"limits.wall_s": 90}``: a refusal names the key that differs."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _short(value: Any) -> str:
