@@ -146,6 +146,8 @@ def confine(spec: SandboxSpec, keep_fd: int) -> Confinement:
     PID namespace) while the calling process supervises it and never returns."""
     done = Confinement()
     os.setsid()
+    os.umask(0o022)  # the minimal root's mount points must be enterable by the sandbox user, whatever the
+    # teacher's umask (under 077 every job found Python unreadable); the job's own files stay in its 0700 scratch
     _isolate_fds(spec, keep_fd)
     root = os.geteuid() == 0
     dropping = root and spec.uid is not None
