@@ -114,7 +114,8 @@ def test_usage_errors_are_one_line_and_status_2(argv: list[str], message: str, s
 
 def test_sigterm_ends_the_batch_and_leaves_no_lock_file_process_or_folder(tmp_path: Path) -> None:
     """A cancelled CI job: the hanging child is killed, the sandbox users swept, and their lock files
-    and the job folders removed."""
+    and the job folders removed; the gradebook is written, the job it killed ``not graded
+    (interrupted)``, and the grader exits 143 with one line on stderr."""
     from pytest_mlcanon.grade import uids
 
     submissions = tmp_path / "submissions"
@@ -128,7 +129,7 @@ def test_sigterm_ends_the_batch_and_leaves_no_lock_file_process_or_folder(tmp_pa
     env = {**os.environ, "TMPDIR": str(temp)}
     grader = subprocess.Popen([sys.executable, "-m", "pytest_mlcanon.cli", "grade", str(submissions), "--no-progress",
                                "--out", str(tmp_path / "out")], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
+                              stderr=subprocess.PIPE, text=True)
     lock_dir = Path(uids._lock_dir()) if os.geteuid() == 0 else None  # noqa: SLF001
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(p.name.startswith("job-") for p in temp.glob("*/*")):
@@ -139,6 +140,10 @@ def test_sigterm_ends_the_batch_and_leaves_no_lock_file_process_or_folder(tmp_pa
     time.sleep(0.5)
     grader.send_signal(signal.SIGTERM)
     assert grader.wait(timeout=60) == 128 + signal.SIGTERM
+    err = grader.communicate()[1]
+    assert err.count("\n") == 1 and err.startswith("mlcanon grade: interrupted (SIGTERM); wrote the gradebook"), err
+    [row] = json.loads((tmp_path / "out" / "gradebook.json").read_text())["students"]
+    assert [i["status"] for i in row["items"]] == ["not graded (interrupted)"]
     assert os.geteuid() != 0 or held, "the batch held a sandbox uid"
     assert not any(p.exists() for p in held)
     left = list(temp.iterdir())
