@@ -284,3 +284,26 @@ def test_interrupted_is_no_exception_a_fence_could_swallow() -> None:
     cell = json.loads(json.dumps(_book(["a"]).to_dict()))
     cell["students"][0]["items"][0]["status"] = "not graded (interrupted)"
     assert Gradebook.from_dict(cell).students[0].items[0].status is Status.INTERRUPTED
+
+
+def test_a_refused_batch_leaves_out_as_it_was(klass: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--force clears, and the records start, only once the batch is sure to run: bad input loses nothing."""
+    out = tmp_path / "out"
+    (out / "feedback").mkdir(parents=True)
+    (out / "feedback" / "zed.md").write_text("last year")
+    err = _refused(["grade", str(klass.parent / "missing"), "--item", "detection/boxes", "--out", str(out), "--force"],
+                   capsys)
+    assert "no such folder" in err
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*")] == ["feedback", "feedback/zed.md"]
+    fresh = tmp_path / "fresh"
+    _refused(["grade", str(klass.parent / "missing"), "--item", "detection/boxes", "--out", str(fresh)], capsys)
+    assert not fresh.exists()
+
+
+def test_only_names_students_of_the_class(klass: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    _record(out, klass)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    err = _refused(["grade", str(klass), "--item", "detection/boxes", "--out", str(out), "--only", "ghost"], capsys)
+    assert "--only: no submission of ghost in" in err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

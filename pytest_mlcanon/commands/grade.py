@@ -159,14 +159,26 @@ def _grade(args: argparse.Namespace, out: Path, submissions: Path, settings: Gra
                                       f"the one recorded in {out} ({'; '.join(differences)}); grade into another "
                                       f"--out, or pass --force to grade afresh")
         batch_id = dataclasses.replace(batch_id, calibration=recorded.calibration)
-    if args.force:
-        outdir.clear(out)
     if only:
         keep = {key: cell for key, cell in keep.items() if key[0] not in only}
     journal = records.Journal(out, batch_id, keep)
-    journal.start(regraded=only or ())
-    return batch.grade(submissions, settings, shard=part, progress=not args.no_progress, on_result=journal.record,
-                       seed=seed, keep=keep, only=None if args.resume else only, on_calibrated=journal.calibrated)
+    started = False
+
+    def start() -> None:
+        """Clear --out (--force) and write the records' identity: once the batch is sure to run (a
+        batch refused for its submissions or its sandbox leaves --out as it was), or was interrupted."""
+        nonlocal started
+        if not started:
+            started = True
+            if args.force:
+                outdir.clear(out)
+            journal.start(regraded=only or ())
+
+    book = batch.grade(submissions, settings, shard=part, progress=not args.no_progress, on_result=journal.record,
+                       seed=seed, keep=keep, only=None if args.resume else only, on_calibrated=journal.calibrated,
+                       on_start=start)
+    start()
+    return book
 
 
 def _summary(book: Gradebook, out: Path, written: list[Path]) -> None:

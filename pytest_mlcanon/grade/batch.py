@@ -90,13 +90,14 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
           progress: bool = True, on_result: Callable[[str, ItemResult], None] | None = None,
           seed: int | None = None, keep: Mapping[tuple[str, str], ItemResult] | None = None,
           only: Collection[str] | None = None, on_calibrated: Callable[[Calibration], None] | None = None,
-          ) -> Gradebook:
+          on_start: Callable[[], None] | None = None) -> Gradebook:
     """Grade every submission under ``submissions`` (this shard's share) on ``config.items``.
 
     ``seed`` overrides the config's (else a new one); ``keep`` holds cells already graded (a resumed
     batch: their jobs do not run); with ``only``, only those students' jobs run, and a cell neither
-    kept nor run is ``not graded (interrupted)``. ``on_result(student, cell)`` sees each assessed job
-    and ``on_calibrated`` the reference run, before any job starts (it may refuse the batch by raising).
+    kept nor run is ``not graded (interrupted)``. ``on_start()`` runs once the batch is sure to run
+    (its submissions found, its sandbox probed), ``on_result(student, cell)`` sees each assessed job and
+    ``on_calibrated`` the reference run, before any job starts (it may refuse the batch by raising).
 
     Interrupted (``interrupt.Interrupted``, or Ctrl-C without a trap), the batch kills its running
     jobs, keeps what finished, and returns the gradebook with every other cell ``not graded
@@ -137,6 +138,8 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
             pool = WorkerPool(workers(config))
             uid_pool = uids.UidPool(config.uid_base, workers(config)) if os.geteuid() == 0 and config.user else None
             confinement = probe(root, config, uid_pool, items)
+            if on_start is not None:
+                on_start()
             if any(sub.impl is not None for sub in subs):
                 warm = _Warm(root, items, seed, config)  # the zygote imports torch and calibrates meanwhile
             jobs, slots = _plan(subs, students, cells, items, root / "snapshots", config, pool, keep, only)
