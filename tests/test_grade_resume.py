@@ -28,8 +28,8 @@ TEACHER = REPO / "examples" / "teacher"
 #: examples/teacher/README.md's command, with a fixed seed so that two batches can be compared.
 COMMAND = [sys.executable, "-m", "pytest_mlcanon.cli", "grade", str(TEACHER / "submissions"),
            "--item", "posttrain/dpo,transformer/attention", "--seed", "7"]
-#: What two runs of one batch may differ in: how long things took, and what they used.
-TIMES = frozenset({"elapsed_s", "time_s", "cpu_s", "peak_mb"})
+#: What two runs of one batch may differ in: when it ran, how long things took, and what they used.
+TIMES = frozenset({"graded_at", "elapsed_s", "time_s", "cpu_s", "peak_mb"})
 #: The batch's private scratch folder (``mlcanon-grade-XXXXXXXX``), random per run, shows in a few
 #: messages of a submission that cannot be imported; any two uninterrupted runs differ there too.
 SCRATCH = re.compile(r"mlcanon-grade-[A-Za-z0-9_]+")
