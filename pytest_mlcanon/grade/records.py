@@ -114,7 +114,8 @@ def _short(value: Any) -> str:
 
 
 def fingerprint(items: Collection[catalog.Item]) -> str:
-    """The grader as it grades these items: versions, and the bytes of the tests and references."""
+    """The grader as it grades these items: versions, and the bytes of its own code and data, and of
+    the items' tests and references (an edited rubric rule is another grader, whatever the version)."""
     digest = hashlib.sha256()
     for name in ("pytest-mlcanon", "torch", "numpy"):
         try:
@@ -122,11 +123,13 @@ def fingerprint(items: Collection[catalog.Item]) -> str:
         except metadata.PackageNotFoundError:
             digest.update(f"{name}=?\n".encode())
     base, refs = tests_dir(), reference_dir()
-    paths = [base / "conftest.py"]
+    package = Path(catalog.__file__).resolve().parents[1]
+    paths = sorted(p for p in package.rglob("*") if p.suffix in (".py", ".toml") and "__pycache__" not in p.parts)
+    paths.append(base / "conftest.py")
     for item in items:
         paths += [base / name for name in item.test_files] + [refs / f"{module}.py" for module in item.modules]
     for path in dict.fromkeys(paths):
-        digest.update(path.name.encode() + b"\0")
+        digest.update(str(path.relative_to(path.parents[1])).encode() + b"\0")
         try:
             digest.update(hashlib.sha256(path.read_bytes()).digest())
         except OSError:
