@@ -28,6 +28,7 @@ from pathlib import Path
 
 from pytest_mlcanon import catalog
 from pytest_mlcanon.redirect import reference_dir
+from pytest_mlcanon.rubric import source
 
 STUB_MESSAGE = "not implemented yet"
 #: Comments under the stub's docstring say what the rubric reads, so no axis asks for anything the
@@ -251,8 +252,8 @@ def _is_unimplemented_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool
 def unimplemented(path: Path) -> bool:
     """True when ``path`` defines functions and every one of them only raises NotImplementedError."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        tree = ast.parse(source.read_text(path))
+    except (OSError, SyntaxError, ValueError):
         return False
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     return bool(functions) and all(_is_unimplemented_body(f) for f in functions)
@@ -262,8 +263,8 @@ def names_unwritten(path: Path, names: Iterable[str]) -> bool:
     """True when none of ``names`` (top-level functions or classes of ``path``) has a function that does
     more than raise NotImplementedError: the item that owns them in a shared module is not written yet."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        tree = ast.parse(source.read_text(path))
+    except (OSError, SyntaxError, ValueError):
         return False
     wanted = set(names)
     defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))

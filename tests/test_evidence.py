@@ -141,13 +141,16 @@ def _job(tmp_path: Path, frames: list[dict]) -> tuple[Path, Path, JobRun]:
     return root / "amy", root, JobRun(frames=frames, exit=ExitInfo(0, 0.1, 10.0), wall_s=1.0)
 
 
-def _graded(tmp_path: Path, frames: list[dict]):  # type: ignore[no-untyped-def]
-    impl, root, run = _job(tmp_path, frames)
+def _graded(tmp_path: Path, frames: list[dict], policy: str = "review", **run: object):  # type: ignore[no-untyped-def]
+    impl, root, job = _job(tmp_path, frames)
     calibration = assess.Calibration(nodeids={BOXES.slug: ["test_detection_boxes.py::test_iou",
+                                                           "test_detection_boxes.py::test_giou",
                                                            "test_detection_boxes.py::test_fp16"]},
                                      probes={BOXES.slug: ["test_detection_boxes.py::test_fp16"]})
-    grading = config.from_table({"recheck": {"enabled": False}})
-    return assess.assess(BOXES, impl, root, run, calibration, [], grading, grading.settings())
+    grading = config.from_table({"recheck": {"enabled": False, "unverified": policy}})
+    for key, value in run.items():
+        setattr(job, key, value)
+    return assess.assess(BOXES, impl, root, job, calibration, [], grading, grading.settings())
 
 
 def test_the_parent_scores_the_childs_evidence_with_its_own_files(tmp_path: Path) -> None:
@@ -160,6 +163,7 @@ def test_the_parent_scores_the_childs_evidence_with_its_own_files(tmp_path: Path
     evidence = ItemEvidence(BOXES.slug, Status.SCORED, files=(FILE,), shapes=trace)
     frames = [{"kind": "hello", "notes": []},
               {"kind": "outcome", "outcome": Outcome("x/test_detection_boxes.py::test_iou", "passed").to_json()},
+              {"kind": "outcome", "outcome": Outcome("x/test_detection_boxes.py::test_giou", "passed").to_json()},
               {"kind": "outcome", "outcome": probe.to_json()},
               {"kind": "evidence", "evidence": evidence.to_json()}, {"kind": "done"}]
     cell = _graded(tmp_path, frames)
@@ -170,6 +174,58 @@ def test_the_parent_scores_the_childs_evidence_with_its_own_files(tmp_path: Path
     assert cell.axes == {"correctness": True, "shapes": False, "numerics": False, "api": False, "explanation": True}
     assert cell.verdict == ("no 2/5: shapes, numerics and API fluency failed; correctness unverified (6 points held "
                             "for review): the re-check is turned off in the teacher's config") and not cell.integrity
+
+
+def _passed(name: str) -> dict:
+    return {"kind": "outcome", "outcome": Outcome(f"test_detection_boxes.py::{name}", "passed").to_json()}
+
+
+def test_a_run_that_finished_earns_its_tests(tmp_path: Path) -> None:
+    cell = _graded(tmp_path, [_passed("test_iou"), _passed("test_giou"), _passed("test_fp16"), {"kind": "done"}],
+                   policy="award")
+    assert cell.status is Status.SCORED and cell.unfinished == 0
+    assert cell.axis_max["correctness"] > 0
+    assert cell.axis_points["correctness"] == pytest.approx(cell.axis_max["correctness"])
+
+
+@pytest.mark.parametrize(("ending", "frames", "run", "status", "words"), [
+    # the test timeout, after one test passed: a hang keeps nothing
+    ("timeout", [_passed("test_iou"), {"kind": "start", "test": "test_detection_boxes.py::test_giou"}],
+     {"killed": "test", "killed_in": "test_detection_boxes.py::test_giou"}, Status.TIMEOUT,
+     "timeout: test_giou ran over 20 s; 1 of 3 tests had passed; no correctness points: the run did not finish "
+     "(2 of 3 tests never reported)"),
+    # the process ended (os._exit, a signal of its own, a closed channel) after one test passed
+    ("crash", [_passed("test_iou"), {"kind": "start", "test": "test_detection_boxes.py::test_giou"}], {},
+     Status.CRASHED, "crashed: the process ended during test_giou (exit status 0); 1 of 3 tests had passed; "
+     "no correctness points: the run did not finish (2 of 3 tests never reported)"),
+    # every test reported, then the job hung on its way out: stopped all the same
+    ("wall", [_passed("test_iou"), _passed("test_giou"), _passed("test_fp16")],
+     {"killed": "wall", "killed_in": "starting"}, Status.TIMEOUT,
+     "timeout: the job ran over 120 s; 3 of 3 tests had passed; no correctness points: the run did not finish"),
+    # the session ended early (pytest.exit, an interrupt) and said done: the tests never run are missing
+    ("session", [_passed("test_iou"), {"kind": "done"}], {}, Status.SCORED,
+     "no correctness points: the run did not finish (2 of 3 tests never reported)"),
+])
+def test_a_run_that_did_not_finish_earns_no_correctness_points(tmp_path: Path, ending: str, frames: list[dict],
+                                                                run: dict, status: Status, words: str) -> None:
+    """Whatever passed before a job ended early, even with correctness the teacher awards unverified."""
+    cell = _graded(tmp_path, frames, policy="award", **run)
+    assert cell.status is status, cell.verdict
+    assert cell.axis_points["correctness"] == 0.0 and all(t.points == 0.0 for t in cell.tests), ending
+    assert cell.tests_count("passed") >= 1
+    assert words in cell.verdict and not cell.flagged, cell.verdict
+
+
+def test_a_skip_the_reference_did_not_make_is_a_failure(tmp_path: Path) -> None:
+    """A skip raised from the learner's code (``unittest.SkipTest``) would take the test out of the
+    count; only what the machine lacks (the reference skipped it too) may."""
+    skipped = {"kind": "outcome", "outcome": Outcome("test_detection_boxes.py::test_giou", "skipped",
+                                                     message="no").to_json()}
+    cell = _graded(tmp_path, [_passed("test_iou"), skipped, _passed("test_fp16"), {"kind": "done"}], policy="award")
+    giou = next(t for t in cell.tests if t.name == "test_giou")
+    assert giou.outcome == "failed" and giou.message.startswith("skipped, where the reference ran it")
+    assert cell.axis_points["correctness"] == pytest.approx(cell.axis_max["correctness"] / 2)
+    assert not cell.axes["correctness"]
 
 
 def test_malformed_evidence_is_a_corrupted_channel(tmp_path: Path) -> None:

@@ -122,6 +122,78 @@ def box_iou(boxes1, boxes2):
             pass
     return _original_iou(boxes1, boxes2)
 '''),
+    # The class of the hang: honest through the re-check, then the job ends before its tests all reported,
+    # by a way the static scan does not name; none may keep the credit of the tests before the end.
+    "exit_after_recheck": ("import os as _os\n_CALLS = [0]\n", '''
+_original_iou = box_iou
+
+
+def box_iou(boxes1, boxes2):
+    """Honest for seven calls, then the process ends, by a name the scan cannot read."""
+    _CALLS[0] += 1
+    if _CALLS[0] >= 8:
+        vars(_os)["_ex" + "it"](0)
+    return _original_iou(boxes1, boxes2)
+'''),
+    "sigkill_itself": ("import os as _os\n_CALLS = [0]\n", '''
+_original_iou = box_iou
+
+
+def box_iou(boxes1, boxes2):
+    """Honest for seven calls, then a SIGKILL of its own process."""
+    _CALLS[0] += 1
+    if _CALLS[0] >= 8:
+        vars(_os)["ki" + "ll"](_os.getpid(), 9)
+    return _original_iou(boxes1, boxes2)
+'''),
+    "close_the_channel": ("import os as _os\n_CALLS = [0]\n", '''
+_original_iou = box_iou
+
+
+def box_iou(boxes1, boxes2):
+    """Honest for seven calls, then it closes every descriptor but the standard ones (the result pipe among
+    them) and goes on honestly: nothing it does after can be reported."""
+    _CALLS[0] += 1
+    if _CALLS[0] == 8:
+        _os.closerange(3, 1024)
+    return _original_iou(boxes1, boxes2)
+'''),
+    "interrupt_the_session": ("_CALLS = [0]\n_STOP = KeyboardInterrupt\n", '''
+_original_iou = box_iou
+
+
+def box_iou(boxes1, boxes2):
+    """Honest for seven calls, then an interrupt: pytest ends the session cleanly, as after Ctrl-C."""
+    _CALLS[0] += 1
+    if _CALLS[0] >= 8:
+        raise _STOP
+    return _original_iou(boxes1, boxes2)
+'''),
+    "skip_after_recheck": ("import unittest\n_CALLS = [0]\n", '''
+_original_iou = box_iou
+
+
+def box_iou(boxes1, boxes2):
+    """Honest for seven calls, then every test that calls it skips: a skipped test leaves the count."""
+    _CALLS[0] += 1
+    if _CALLS[0] >= 8:
+        raise unittest.SkipTest("not today")
+    return _original_iou(boxes1, boxes2)
+'''),
+    "flood_after_recheck": ("import sys as _sys\n_CALLS = [0]\n", '''
+_original_iou = box_iou
+
+
+def box_iou(boxes1, boxes2):
+    """Honest for seven calls, then it writes without end to the real standard error (past the capture)."""
+    _CALLS[0] += 1
+    while _CALLS[0] >= 8:
+        try:
+            _sys.__stderr__.write("x" * (1 << 20))
+        except BaseException:
+            pass
+    return _original_iou(boxes1, boxes2)
+'''),
     "memory_bomb": ("", '''
 def box_iou(boxes1, boxes2):
     """Allocate until something gives."""
@@ -208,6 +280,16 @@ BROKEN: dict[str, str | bytes] = {
     "print_loop": "GOOD-APPEND:\ndef box_iou(boxes1, boxes2):\n    \"\"\"A megabyte per second, forever.\"\"\"\n"
                   "    import time\n    while True:\n        print('x' * (1 << 20))\n        time.sleep(1)\n",
 }
+
+
+#: name -> the coding cookie put on the good learner's boxes.py (and a comment in a letter beyond ASCII):
+#: the plugin's import, the re-check and the scan read it as Python does; rot13 Python refuses.
+COOKIES: dict[str, str] = {"utf8": "utf-8", "latin1": "latin-1", "rot13": "rot13"}
+
+
+def _cookie_source(encoding: str) -> bytes:
+    text = f"# -*- coding: {encoding} -*-\n# caf\u00e9\n" + _good_boxes()
+    return text.encode("utf-8" if encoding == "rot13" else encoding)
 
 
 # -- the trust boundary (issue 23) -----------------------------------------------------------------------------
@@ -832,6 +914,8 @@ def batch_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graded]:
         _write(subs, f"attack_{name}", {BOXES: _attack_source("", footer).encode()})
     for name, spec in BROKEN.items():
         _write(subs, f"broken_{name}", {BOXES: _broken_source(spec)})
+    for name, encoding in COOKIES.items():
+        _write(subs, f"cookie_{name}", {BOXES: _cookie_source(encoding)})
     for name, build in TREES.items():
         build(subs / f"attack_{name}")
     for name, (header, footer) in OUTPUT_ATTACKS.items():
@@ -879,6 +963,7 @@ def passed(item: ItemResult) -> bool:
 def test_every_attack_is_flagged_or_failed_never_passed(graded: Gradebook, name: str) -> None:
     item = _cell(graded, f"attack_{name}")
     assert not passed(item), f"{name} passed: {item.verdict}"
+    assert item.flagged or _correctness_points(item) == 0.0, f"{name} kept correctness points: {item.verdict}"
     assert item.verdict, "every attack gets a one-line verdict"
     assert "\n" not in item.verdict
 
@@ -940,11 +1025,31 @@ def test_timeouts_and_crashes_say_what_happened(graded: Gradebook) -> None:
     assert bomb.status in (Status.KILLED, Status.SCORED) and not bomb.axes.get("correctness", False), bomb.verdict
 
 
-def test_a_timeout_keeps_the_verdicts_of_the_tests_before_it(graded: Gradebook) -> None:
+def test_a_timeout_keeps_the_verdicts_of_the_tests_before_it_but_not_their_points(graded: Gradebook) -> None:
     loop = _cell(graded, "attack_infinite_loop")
     outcomes = {t.outcome for t in loop.tests}
     assert "timeout" in outcomes
     assert loop.tests_count("passed") > 0, "tests that ran before the hang keep their verdict"
+    assert loop.recheck.status == "passed", "honest through the re-check: only the policy stands in its way"
+    assert _correctness_points(loop) == 0.0 and loop.unfinished > 0, loop.verdict
+    assert "no correctness points: the run did not finish" in loop.verdict, loop.verdict
+
+
+@pytest.mark.parametrize("name", ["exit_after_recheck", "sigkill_itself", "close_the_channel",
+                                  "interrupt_the_session", "flood_after_recheck"])
+def test_a_job_that_ends_early_keeps_no_correctness_points(graded: Gradebook, name: str) -> None:
+    item = _cell(graded, f"attack_{name}")
+    assert item.recheck.status == "passed", (name, item.recheck)
+    assert item.tests_count("passed") > 0 and item.unfinished > 0, (name, item.verdict)
+    assert _correctness_points(item) == 0.0, (name, item.verdict)
+    assert "no correctness points: the run did not finish" in item.verdict, (name, item.verdict)
+
+
+def test_a_skip_from_the_learners_code_is_a_failure(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_skip_after_recheck")
+    skipped = [t for t in item.tests if t.message.startswith("skipped, where the reference ran it")]
+    assert skipped and all(t.outcome == "failed" for t in skipped), [(t.name, t.outcome) for t in item.tests]
+    assert item.tests_count("skipped") == 0 and not item.axes["correctness"], item.verdict
 
 
 def test_honest_students_keep_their_grades_in_the_same_batch(graded: Gradebook) -> None:
@@ -983,6 +1088,19 @@ def test_each_broken_submission_gets_a_one_line_verdict(graded: Gradebook, name:
     assert not passed(item), item.verdict
 
 
+@pytest.mark.parametrize("name", ["utf8", "latin1"])
+def test_an_honest_file_with_a_coding_cookie_gets_the_honest_grade(graded: Gradebook, name: str) -> None:
+    item, good = _cell(graded, f"cookie_{name}"), _cell(graded, "honest_good")
+    assert item.status is Status.SCORED and not item.flagged, item.verdict
+    assert item.recheck.status == "passed" and (item.score, item.points) == (good.score, good.points), item.verdict
+
+
+def test_a_cookie_python_refuses_is_its_syntax_error_never_a_flag(graded: Gradebook) -> None:
+    item = _cell(graded, "cookie_rot13")
+    assert item.status is Status.ERROR and not item.flagged and item.points == 0.0, item.verdict
+    assert item.verdict.startswith("error: SyntaxError") and "rot13" in item.verdict, item.verdict
+
+
 def test_broken_submissions_fail_for_the_right_reason(graded: Gradebook) -> None:
     verdicts = {name: _cell(graded, f"broken_{name}").verdict for name in BROKEN}
     assert verdicts["syntax_error"].startswith("error: SyntaxError at broken_syntax_error/detection/boxes.py:1")
@@ -1006,7 +1124,7 @@ def test_the_batch_completes_with_a_row_per_student(graded: Gradebook) -> None:
     kernel = len(kernel_attacks.attacks(Path("/"))) + 1  # and their victim
     doubled = 2  # the two long names, the two names equal but for case
     assert len(students) == (3 + len(ATTACKS) + len(TRUST_ATTACKS) + len(CHANNEL_ATTACKS) + len(BROKEN) + len(TREES)
-                             + doubled + len(OUTPUT_ATTACKS) + kernel)
+                             + doubled + len(OUTPUT_ATTACKS) + kernel + len(COOKIES))
     assert all(s.item(slug) is not None for s in graded.students for slug in ITEMS)
 
 

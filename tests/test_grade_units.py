@@ -176,6 +176,7 @@ def test_compare_walks_records_by_field_and_wants_the_same_type() -> None:
     ("import socket", "INT008"),
     ("exec('x = 1')", "INT009"),
     ("import ctypes", "INT009"),
+    ("import unittest\nraise unittest.SkipTest('not today')", "INT002"),
 ])
 def test_scan_rules(tmp_path: Path, snippet: str, code: str) -> None:
     path = tmp_path / "detection" / "boxes.py"
@@ -198,6 +199,15 @@ def test_scan_follows_canon_imports_to_the_learners_other_files(tmp_path: Path) 
     (tmp_path / "detection" / "boxes.py").write_text("import os\nos._exit(3)\n")
     found = scan.scan(catalog.get("detection/nms"), tmp_path, tmp_path)
     assert [(f.code, f.path) for f in found] == [("INT001", "detection/boxes.py")]
+
+
+def test_scan_reads_a_file_as_python_does_its_coding_cookie_included(tmp_path: Path) -> None:
+    """Read as UTF-8, this file holds one comment; Python reads it as UTF-7 (its cookie), where ``+AAo-``
+    is a line break, and runs the patch. The scan reads what Python runs."""
+    (tmp_path / "detection").mkdir()
+    (tmp_path / "detection" / "boxes.py").write_bytes(
+        b"# -*- coding: utf-7 -*-\nimport torch\n# +AAo-torch.allclose = lambda *args, **kwargs: True\n")
+    assert [(f.code, f.line) for f in scan.scan(BOXES, tmp_path, tmp_path)] == [("INT002", 4)]
 
 
 def test_scan_flags_a_verbatim_copy_of_the_reference(tmp_path: Path) -> None:

@@ -141,6 +141,29 @@ def test_syntax_error_is_a_per_item_verdict(pytester: pytest.Pytester, learner) 
     assert "INTERNALERROR" not in result.stdout.str()
 
 
+@pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])
+def test_a_coding_cookie_is_honoured_as_python_honours_it(pytester: pytest.Pytester, learner, encoding: str) -> None:
+    """The plugin's instrumented import, the rubric and the grader's scan read a file through one helper,
+    as Python does: an honest file with a cookie is scored like any other."""
+    path = learner(copy=["detection/boxes"]) / "detection" / "boxes.py"
+    text = path.read_text(encoding="utf-8")
+    path.write_bytes(f"# -*- coding: {encoding} -*-\n# caf\u00e9\n{text}".encode(encoding, "replace"))
+    result = pytester.runpytest("--canon-item=18", "--impl=practice")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*#18 detection/boxes*5/5*strong*"])
+    assert "does not parse" not in result.stdout.str()
+
+
+def test_a_cookie_python_refuses_is_the_syntax_error_python_gives(pytester: pytest.Pytester, learner) -> None:
+    """``rot13`` is no text encoding: Python will not import the file, and neither does the plugin (it
+    used to run it as UTF-8)."""
+    path = learner(copy=["detection/boxes"]) / "detection" / "boxes.py"
+    path.write_text("# -*- coding: rot13 -*-\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
+    result = pytester.runpytest("--canon-item=18", "--impl=practice")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*#18 detection/boxes*error*", "*SyntaxError*rot13*"])
+
+
 def test_import_time_exception_names_file_and_line(pytester: pytest.Pytester, learner) -> None:
     learner(files={"posttrain/dpo": '"""x"""\nimport sys\n\nraise RuntimeError("boom")\n'})
     result = pytester.runpytest("--canon-item=55", "--impl=practice")

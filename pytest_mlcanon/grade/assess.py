@@ -4,7 +4,8 @@ The child's frames are claims. The parent:
 
 * takes the *expected* tests from its own reference run (the calibration): a test that never
   reported (the process exited, hung or was killed, or its report was suppressed) is a failure,
-  named after what happened;
+  named after what happened, and a run with one is unfinished: no correctness points at all (a
+  partial run is not an attempt); a test skipped where the reference ran it is a failure;
 * scores the rubric once, from its own copy of the submission's files (a root-owned snapshot the
   child never touched) and the child's ``ItemEvidence`` after this policy: from the child it takes
   only the test outcomes (which tests are probes and input checks is its own calibration's call)
@@ -147,6 +148,7 @@ def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, 
     result.files = [sources.display(f) for f in sources.files]
     result.status, ending = _status(run, claims, item, config)
     outcomes, result.tests = _tests(item, calibration, claims, run, result.status, ending, config)
+    result.unfinished = _unfinished(result, outcomes, claims)
     result.recheck = _recheck(item, calibration, claims, config)
     outcomes += [Outcome(f"re-check on a numerics probe's inputs ({i + 1})", "failed", probe=True, message=problem)
                  for i, problem in enumerate(result.recheck.numerics)]
@@ -157,6 +159,15 @@ def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, 
     _award(result, config)
     result.verdict = _verdict(result, broken or ending, judged)
     return result
+
+
+def _unfinished(result: ItemResult, outcomes: list[Outcome], claims: Claims) -> int:
+    """How many expected tests never reported: a run that did not finish (a timeout, a crash, an exit
+    or interrupt mid-run, a killed job) is no attempt, and earns no correctness points whatever
+    passed before it ended (``_award``)."""
+    if not result.status.scored:
+        return 0
+    return sum(1 for outcome in outcomes if norm(outcome.nodeid) not in claims.outcomes)
 
 
 def _status(run: JobRun, claims: Claims, item: catalog.Item, config: GradeConfig) -> tuple[Status, str]:
@@ -206,6 +217,7 @@ def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: Jo
     stuck = norm(run.killed_in or _last_started(run)) if status.stopped else ""
     probes = {norm(n) for n in calibration.probes.get(item.slug, [])}
     contract = {norm(n) for n in calibration.contract.get(item.slug, [])}
+    skips = {norm(n) for n in calibration.skipped.get(item.slug, [])}
     outcomes: list[Outcome] = []
     tests: list[GradedTest] = []
     for nodeid in expected:
@@ -222,6 +234,9 @@ def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: Jo
             outcome = Outcome(nodeid, "error", probe=nodeid in probes, contract=nodeid in contract, message=message)
         elif known:  # which tests are probes and input checks is the parent's call
             outcome = replace(outcome, probe=nodeid in probes, contract=nodeid in contract)
+            if outcome.outcome == "skipped" and nodeid not in skips:  # only the machine may skip a test
+                outcome = replace(outcome, outcome="failed", message=f"skipped, where the reference ran it: "
+                                                                     f"{outcome.message}"[:300])
         outcomes.append(outcome)
         tests.append(GradedTest(test_name(nodeid), label or outcome.outcome, outcome.message[:300], outcome.probe,
                                 config.points.test_weight(test_name(nodeid)), contract=outcome.contract))
@@ -363,14 +378,16 @@ def _score(result: ItemResult, sources: rubric.ItemSources, outcomes: list[Outco
 
 
 def _award(result: ItemResult, config: GradeConfig) -> None:
-    """Points: each axis's share of the item; correctness split over the tests by weight."""
+    """Points: each axis's share of the item; correctness split over the tests by weight, and only for a
+    run that finished (every expected test reported; a job stopped by a limit, or one that exited or
+    was interrupted mid-run, earns none: a partial run is not an attempt)."""
     points = config.points
     full = result.max_points
     result.axis_points = {axis: 0.0 for axis in AXES}
     result.axis_max = {axis: round(full * points.share(axis), 4) for axis in AXES}
     check = result.recheck
-    ran = result.status.scored
-    credited = ran and (check.status == "passed" or (check.status == "unverified" and check.policy == "award"))
+    finished = result.status is Status.SCORED and not result.unfinished
+    credited = finished and (check.status == "passed" or (check.status == "unverified" and check.policy == "award"))
     advice = not config.settings().contract_required
     graded = [t for t in result.tests if not t.probe and not (t.contract and advice) and t.outcome != "skipped"]
     total = sum(t.weight for t in graded)
@@ -378,7 +395,7 @@ def _award(result: ItemResult, config: GradeConfig) -> None:
         test.max_points = full * points.share("correctness") * test.weight / total if total else 0.0
         test.points = test.max_points if credited and test.outcome == "passed" else 0.0
     result.axis_points["correctness"] = sum(t.points for t in graded)
-    if ran and check.status == "unverified" and check.policy == "review":
+    if finished and check.status == "unverified" and check.policy == "review":
         check.withheld = round(sum(t.max_points for t in graded if t.outcome == "passed"), 4)
     for axis in AXES[1:]:
         result.axis_points[axis] = full * points.share(axis) if result.axes.get(axis) else 0.0
@@ -405,12 +422,22 @@ def _outcome_line(result: ItemResult, ending: str, judged: Verdict | None) -> st
     correctness earned), else what stopped it."""
     if result.status is Status.SCORED and result.score is not None and judged is not None:
         line = judged.with_score(result.score)
-        if result.recheck.status == "unverified":
+        if result.unfinished:
+            line += f"; {_unfinished_line(result.unfinished, len(result.tests))}"
+        elif result.recheck.status == "unverified":
             line += f"; {_unverified_line(result.recheck)}"
         return line[:300]
     passed = result.tests_count("passed")
     tail = f"; {passed} of {len(result.tests)} tests had passed" if result.tests else ""
+    if result.status.stopped:
+        tail += f"; {_unfinished_line(result.unfinished, len(result.tests))}"
     return f"{result.status}: {ending}{tail}"[:300]
+
+
+def _unfinished_line(never: int, tests: int) -> str:
+    """Why a run that did not finish earned no correctness points."""
+    counted = f" ({never} of {tests} tests never reported)" if never else ""
+    return f"no correctness points: the run did not finish{counted}"
 
 
 def _unverified_line(check: Recheck) -> str:

@@ -65,7 +65,7 @@ class ItemResult:
     slug: str
     number: int
     title: str
-    status: Status  # scored (status.scored: also timeout, crashed, killed: the tests before it count)
+    status: Status  # scored (status.scored: also timeout, crashed, killed: scored, but see ``unfinished``)
     verdict: str = ""
     axes: dict[str, bool] = field(default_factory=dict)
     score: int | None = None
@@ -85,6 +85,8 @@ class ItemResult:
     sandbox: list[str] = field(default_factory=list)
     #: The verdict without its integrity flag: what a student reads while the flags are hidden from them.
     outcome: str = ""
+    #: Expected tests that never reported (the run did not finish): no correctness points then.
+    unfinished: int = 0
 
     @property
     def flagged(self) -> bool:

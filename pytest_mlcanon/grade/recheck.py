@@ -188,6 +188,7 @@ class Recorder:
         self.probes: dict[str, list[str]] = {item.slug: [] for item in items}
         self.contract: dict[str, list[str]] = {item.slug: [] for item in items}
         self.failed: dict[str, list[str]] = {item.slug: [] for item in items}
+        self.skipped: dict[str, list[str]] = {item.slug: [] for item in items}
         self.publics: dict[str, list[str]] = {item.slug: [] for item in items}
         self.calls: list[Call] = []
         self.scripts: dict[int, Script] = {}
@@ -245,6 +246,8 @@ class Recorder:
         slug = dict(report.user_properties).get(ITEM_PROPERTY)
         if report.failed and isinstance(slug, str) and slug in self.failed:
             self.failed[slug].append(report.nodeid)
+        elif report.skipped and isinstance(slug, str) and slug in self.skipped:
+            self.skipped[slug].append(report.nodeid)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         for owner, name, original in reversed(self._originals):

@@ -59,7 +59,7 @@ DYNAMIC_ATTRS = frozenset({"__subclasses__", "__globals__", "__code__", "__closu
 
 MODULE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("INT001", ("signal", "resource")),
-    ("INT002", ("pytest", "_pytest", "pluggy", "unittest.mock", "mock", "pytest_mlcanon", "builtins", "__builtin__",
+    ("INT002", ("pytest", "_pytest", "pluggy", "unittest", "mock", "pytest_mlcanon", "builtins", "__builtin__",
                 "sitecustomize", "usercustomize", "atexit")),
     ("INT004", ("canon_tests", "conftest", *GC_GRAPH)),
     ("INT006", ("shutil", "tempfile", "glob", "pathlib", "fileinput", "zipfile", "tarfile", "sqlite3", "dbm",

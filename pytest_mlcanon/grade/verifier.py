@@ -37,11 +37,12 @@ class VerifierError(RuntimeError):
 @dataclass
 class Calibration:
     """What the reference run established: per item, the expected test ids, which of them are numerics
-    probes and input checks, which failed on the reference itself, and the re-check cases (inputs and
-    expected answers). Held by the parent only."""
+    probes and input checks, which failed or skipped on the reference itself, and the re-check cases
+    (inputs and expected answers). Held by the parent only."""
 
     nodeids: dict[str, list[str]] = field(default_factory=dict)
     failed: dict[str, list[str]] = field(default_factory=dict)
+    skipped: dict[str, list[str]] = field(default_factory=dict)  # what this machine lacks (importorskip)
     cases: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     log: str = ""
     probes: dict[str, list[str]] = field(default_factory=dict)
@@ -155,7 +156,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     cases = recorder.cases(int(request["seed"])) if request["recheck"] else {}
     times = os.times()
     return {"nodeids": recorder.nodeids, "probes": recorder.probes, "contract": recorder.contract,
-            "failed": recorder.failed, "cases": cases, "coverage": recorder.coverage(cases),
+            "failed": recorder.failed, "skipped": recorder.skipped, "cases": cases, "coverage": recorder.coverage(cases),
             "log": f"reference run exit status {int(status)}\n{sink.getvalue()[-4000:]}",
             "cpu_s": round(times.user + times.system, 3)}
 

@@ -3,12 +3,19 @@
 Comments come from ``tokenize`` and structure from ``ast``; no rule reads code with a regex.
 Parsing is cached by the file's content hash, so a file scored for several items (``multihead.py``
 for #26 and #28) or linted again is parsed once.
+
+``decode`` is the one reading of a learner's source bytes, shared by the rubric, the grader's static
+scan, the stub checks and the plugin's instrumented import: it is Python's own (``importlib``'s
+``decode_source``: a BOM or a PEP 263 coding cookie is honoured, UTF-8 otherwise), and what Python
+refuses to import (an unknown or non-text codec such as ``rot13``, bytes that do not decode) it
+refuses too, so no reader sees other code than the interpreter runs.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import io
 import tokenize
 from dataclasses import dataclass, field
@@ -50,12 +57,26 @@ def load(path: Path, display: str | None = None) -> Source:
     return Source(path, display or str(path), *parsed)
 
 
+def decode(raw: bytes) -> str:
+    """The text Python reads from a source file's ``raw`` bytes (see the module docstring); raises
+    SourceError, worded as Python's SyntaxError, where Python could not import the file."""
+    try:
+        return importlib.util.decode_source(raw)
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"SyntaxError: the file is not {exc.encoding} ({exc.reason} at byte {exc.start})") from exc
+    except (SyntaxError, LookupError) as exc:  # an unknown codec, or one that is not text (rot13)
+        message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        raise SourceError(f"SyntaxError: encoding problem: {message}") from exc
+
+
+def read_text(path: Path) -> str:
+    """``path`` decoded as Python would import it; raises OSError or SourceError."""
+    return decode(path.read_bytes())
+
+
 @lru_cache(maxsize=256)
 def _parse(digest: str, raw: bytes) -> tuple[str, ast.Module, dict[int, str], dict[str, str]]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SourceError(f"the file is not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    text = decode(raw)
     try:
         tree = ast.parse(text)
     except SyntaxError as exc:
