@@ -980,6 +980,8 @@ EXPECTED_FLAGS = {
     "open_socket": "INT008",
     "write_outside": "INT006",
     "frame_peek": "INT004",
+    "sigkill_itself": "INT109",  # blocked by the audit hook: the job goes on, flagged
+    "skip_after_recheck": "INT002",  # unittest is test machinery
 }
 
 
@@ -1035,8 +1037,8 @@ def test_a_timeout_keeps_the_verdicts_of_the_tests_before_it_but_not_their_point
     assert "no correctness points: the run did not finish" in loop.verdict, loop.verdict
 
 
-@pytest.mark.parametrize("name", ["exit_after_recheck", "sigkill_itself", "close_the_channel",
-                                  "interrupt_the_session", "flood_after_recheck"])
+@pytest.mark.parametrize("name", ["exit_after_recheck", "close_the_channel", "interrupt_the_session",
+                                  "flood_after_recheck"])
 def test_a_job_that_ends_early_keeps_no_correctness_points(graded: Gradebook, name: str) -> None:
     item = _cell(graded, f"attack_{name}")
     assert item.recheck.status == "passed", (name, item.recheck)
@@ -1049,7 +1051,8 @@ def test_a_skip_from_the_learners_code_is_a_failure(graded: Gradebook) -> None:
     item = _cell(graded, "attack_skip_after_recheck")
     skipped = [t for t in item.tests if t.message.startswith("skipped, where the reference ran it")]
     assert skipped and all(t.outcome == "failed" for t in skipped), [(t.name, t.outcome) for t in item.tests]
-    assert item.tests_count("skipped") == 0 and not item.axes["correctness"], item.verdict
+    honest = _cell(graded, "honest_good").tests_count("skipped")  # what the machine lacks (torchvision)
+    assert item.tests_count("skipped") == honest and not item.axes["correctness"], item.verdict
 
 
 def test_honest_students_keep_their_grades_in_the_same_batch(graded: Gradebook) -> None:
