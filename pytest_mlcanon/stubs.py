@@ -273,9 +273,19 @@ def names_unwritten(path: Path, names: Iterable[str]) -> bool:
     return all(_is_unimplemented_body(f) for f in functions)
 
 
+def all_unimplemented(files: Sequence[Path]) -> bool:
+    """True when there are ``files`` and every one is an untouched stub (``unimplemented``): the item is
+    ``Status.NOT_IMPLEMENTED``, in a learner's run and in the grader alike. A file too deep to parse is
+    not a stub (the run then says what is wrong with it)."""
+    try:
+        return bool(files) and all(unimplemented(f) for f in files)
+    except (RecursionError, MemoryError):
+        return False
+
+
 def unimplemented_note(files: Sequence[Path], shown: Sequence[str], slug: str = "ITEM") -> str:
     """The "not implemented yet" verdict for an item whose files are all untouched stubs, else ``""``."""
-    if not files or not all(unimplemented(f) for f in files):
+    if not all_unimplemented(files):
         return ""
     listed = ", ".join(shown)
     return (f"{listed}: every function still raises NotImplementedError; write the item, then run the "

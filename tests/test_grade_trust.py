@@ -446,14 +446,31 @@ def test_processes_the_child_saw_left_in_its_pid_namespace_are_flagged() -> None
     assert assess._integrity([], assess.read_frames([{"kind": "done", "seq": 0}]), JobRun(leftovers=1))[0].code == "INT110"  # noqa: SLF001
 
 
-def test_an_item_still_the_stub_is_not_attempted(tmp_path: Path) -> None:
+def test_an_item_still_the_stub_is_not_implemented_yet(tmp_path: Path) -> None:
     """The stub ``mlcanon stubs`` writes carries the reference's docstrings: graded, it would earn
-    Explanation and API points for nothing. An item whose files are all still the stub is not attempted."""
+    Explanation and API points for nothing. An item whose files are all still the stub is not
+    implemented yet, the one status a learner's run gives it too (a missing file is not attempted)."""
+    from types import SimpleNamespace
+
     from pytest_mlcanon import stubs
-    from pytest_mlcanon.grade import batch
+    from pytest_mlcanon.grade import batch, discover
+    from pytest_mlcanon.grade.gradebook import StudentResult
     from pytest_mlcanon.impl import Impl
 
-    stubs.write_stub(tmp_path, "posttrain/dpo")
+    stubs.write_stub(tmp_path / "ann", "posttrain/dpo")
+    (tmp_path / "bo" / "posttrain").mkdir(parents=True)
+    subs = [discover.Submission(name, tmp_path / name, tmp_path / name) for name in ("ann", "bo")]
+    (tmp_path / "snap").mkdir()
+    cells: dict = {}
+    jobs, _ = batch._plan(subs, [StudentResult(sub.student) for sub in subs], cells, (DPO,), tmp_path / "snap" / "all", config.GradeConfig(),  # noqa: SLF001
+                          SimpleNamespace(size=1), {}, None)  # type: ignore[arg-type]
+    assert jobs == []
+    stub, absent = cells[("ann", DPO.slug)], cells[("bo", DPO.slug)]
+    assert stub.status is Status.NOT_IMPLEMENTED and stub.points == 0.0
+    assert stub.verdict == ("not implemented yet: posttrain/dpo.py still the stub (every function raises "
+                            "NotImplementedError)")
+    assert absent.status is Status.NOT_ATTEMPTED and absent.verdict == "not attempted: no posttrain/dpo.py"
+    tmp_path = tmp_path / "ann"
     impl = Impl(tmp_path, "--impl")
     assert "still the stub" in batch.still_stub(impl, DPO)
     written = tmp_path / "posttrain" / "dpo.py"

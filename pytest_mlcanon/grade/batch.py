@@ -237,8 +237,10 @@ def _plan(subs: list[discover.Submission], students: list[StudentResult], cells:
             impl = Impl(folder, "--impl")
             missing = impl.missing_modules(item)
             stub = "" if missing else still_stub(impl, item)
-            if missing or stub:
-                cells[key] = not_run(item, Status.NOT_ATTEMPTED, stub or _absent(missing, skipped), config)
+            if missing:
+                cells[key] = not_run(item, Status.NOT_ATTEMPTED, _absent(missing, skipped), config)
+            elif stub:
+                cells[key] = not_run(item, Status.NOT_IMPLEMENTED, stub, config)
             else:
                 slots += 1
                 if key in keep:
@@ -276,21 +278,13 @@ def _absent(missing: tuple[str, ...], skipped: list[str]) -> str:
 
 
 def still_stub(impl: Impl, item: catalog.Item) -> str:
-    """Why ``item`` is not attempted in ``impl`` although its files are there: every one is still the
-    stub ``mlcanon stubs`` wrote (its docstrings are the reference's, worth nothing); else ''."""
-    files = impl.files(item)
-    if files and all(_untouched(path) for path in files):
+    """Why ``item`` is not implemented yet in ``impl`` although its files are there: every one is still
+    the stub ``mlcanon stubs`` wrote (its docstrings are the reference's, worth nothing); else ''. One
+    test with the learner's run (``stubs.all_unimplemented``); a file too deep to parse goes on to the
+    job and the scan, which say what is wrong with it."""
+    if stubs.all_unimplemented(impl.files(item)):
         return f"{', '.join(f'{m}.py' for m in item.modules)} still the stub (every function raises NotImplementedError)"
     return ""
-
-
-def _untouched(path: Path) -> bool:
-    """``stubs.unimplemented`` on an untrusted file: one that cannot be parsed (nested too deep for
-    the parser) is not a stub, and goes on to the job and the scan, which say what is wrong with it."""
-    try:
-        return stubs.unimplemented(path)
-    except (RecursionError, MemoryError):
-        return False
 
 
 class _Warm:
