@@ -309,7 +309,8 @@ class _Warm:
                 self._started.set()
             self.calibration = _calibrate(root, items, seed, config)
             self.zygote.wait_ready()
-            self.zygote.warm(_test_files(items), dispatch=any(forbidden.uses_dispatch(i.forbidden) for i in items))
+            self.zygote.warm(_test_files(items), dispatch=any(forbidden.uses_dispatch(i.forbidden) for i in items),
+                             references=readable_references(items))
         except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread by ``ready``
             self.error = exc
 
@@ -333,6 +334,14 @@ class _Warm:
             zygote.close(now=busy)
         self._thread.join()
 
+
+
+def readable_references(items: tuple[catalog.Item, ...]) -> list[str]:
+    """The reference modules every job of the batch may read (its sandbox hides only its item's own):
+    every one but the ``items``' modules, which the zygote may compile for the jobs (never import)."""
+    base = reference_dir()
+    hidden = {base / f"{module}.py" for item in items for module in item.modules}
+    return [str(path) for path in sorted(base.rglob("*.py")) if path not in hidden and "__pycache__" not in path.parts]
 
 
 def _test_files(items: tuple[catalog.Item, ...]) -> list[str]:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,10 +165,12 @@ class Zygote:
             self.sock.send(pickle.dumps(message))
             return self._reply(timeout)
 
-    def warm(self, files: list[str], dispatch: bool, timeout: float = READY_TIMEOUT_S) -> None:
-        """Have the zygote compile the test ``files`` the jobs will run (never importing them) and, with
-        ``dispatch``, warm the forbidden-kernel detector up."""
-        if self._request({"op": "warm", "files": files, "dispatch": dispatch}, timeout).get("op") != "warmed":
+    def warm(self, files: list[str], dispatch: bool, references: Sequence[str] = (), timeout: float = READY_TIMEOUT_S
+             ) -> None:
+        """Have the zygote compile the test ``files`` the jobs will run and the ``references`` every job
+        may read (never importing either) and, with ``dispatch``, warm the forbidden-kernel detector up."""
+        message = {"op": "warm", "files": files, "references": list(references), "dispatch": dispatch}
+        if self._request(message, timeout).get("op") != "warmed":
             raise ZygoteError(f"the zygote could not compile the tests: {self.log_tail()}")
 
     def fork(self, request: JobRequest, path: Path) -> tuple[int, int]:

@@ -8,7 +8,10 @@ the read end of the child's result pipe, and reports the child's exit status and
 it is reaped.
 
 It never imports a reference module of the canon (``canon_refs.<area>.<module>``), a test module or
-anything that holds an answer: every child inherits its memory, so nothing in it may help a job.
+anything that holds an answer: every child inherits its memory, so nothing in it may help a job. It
+compiles (never runs) the reference modules every job of the batch may read anyway (all but the
+batch's items' own, which a job's sandbox hides: ``batch.readable_references``), so a job that
+imports one (the GPT the DPO tests train) does not compile it again.
 The answers live in the verifier (``verifier``), a process of their own. ``_fork`` refuses to fork
 from a zygote that has imported a canon module.
 
@@ -56,6 +59,7 @@ def _preload() -> None:
     import numpy.testing  # noqa: F401
     import pytest  # noqa: F401
 
+    _import_pytest_plugins()
     import pytest_mlcanon.grade.child  # noqa: F401
     import pytest_mlcanon.grade.replay  # noqa: F401
     import pytest_mlcanon.grade.stream  # noqa: F401
@@ -107,6 +111,56 @@ def _exercise() -> None:
 #: here too means no child pays for one that only a learner's code reaches.
 LAZY_TORCH_MODULES = ("torch._dynamo", "torch._refs", "torch._prims", "torch.distributed.tensor", "torch.testing",
                       "torch._subclasses.schema_check_mode", "torch.optim", "torch.utils.data")
+
+
+#: What a job's ``pytest.main`` imports on its first configure (pytest's default plugins and the
+#: modules they import: ``pdb`` for ``--pdb``...) and the re-check on its first model: ~0.02 s a job.
+LAZY_MODULES = ("pdb", "encodings.unicode_escape", "torch.utils.serialization")
+
+
+def _import_pytest_plugins() -> None:
+    import importlib
+
+    from _pytest.config import default_plugins
+
+    from pytest_mlcanon.grade.child import UNUSED_PLUGINS
+
+    for name in [f"_pytest.{p}" for p in default_plugins if p not in UNUSED_PLUGINS] + ["_pytest._argcomplete",
+                                                                                          *LAZY_MODULES]:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - absent from this pytest or Python: the child imports what it uses
+            continue
+
+
+def _compile_references(paths: list[str]) -> None:
+    """Compile the reference modules at ``paths`` (code a job may read: see the module docstring) and
+    have the import system take their code from here when a child imports them, as from a ``.pyc``:
+    only for the same bytes at the same path, so a changed file is compiled afresh."""
+    from importlib import machinery
+
+    for name in paths:
+        try:
+            data = Path(name).read_bytes()
+            _COMPILED[name] = (data, compile(data, name, "exec", dont_inherit=True))
+        except (OSError, SyntaxError, ValueError):
+            continue
+    loader = machinery.SourceFileLoader
+    if getattr(loader.source_to_code, "_mlcanon_cached", False):
+        return
+    original = loader.source_to_code
+
+    def source_to_code(self: Any, data: bytes, path: Any, *, _optimize: int = -1) -> Any:
+        known = _COMPILED.get(str(path))
+        if known is not None and _optimize == -1 and known[0] == data:
+            return known[1]
+        return original(self, data, path, _optimize=_optimize)
+
+    source_to_code._mlcanon_cached = True  # type: ignore[attr-defined]
+    loader.source_to_code = source_to_code  # type: ignore[method-assign,assignment]
+
+
+_COMPILED: dict[str, tuple[bytes, Any]] = {}
 
 
 def _import_lazy_torch_modules() -> None:
@@ -185,6 +239,7 @@ def _serve(sock: socket.socket) -> None:
                 _fork(sock, message)
             elif message["op"] == "warm":
                 _rewrite(list(message["files"]))
+                _compile_references(list(message.get("references", [])))
                 if message.get("dispatch"):
                     from pytest_mlcanon.grade import forbidden
 
