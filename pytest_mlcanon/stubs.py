@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pytest_mlcanon import catalog
-from pytest_mlcanon.redirect import reference_dir
+from pytest_mlcanon.redirect import reference_dir, untouched_stub
 from pytest_mlcanon.rubric import source
 
 STUB_MESSAGE = "not implemented yet"
@@ -277,8 +277,8 @@ def all_unimplemented(files: Sequence[Path]) -> bool:
     """True when there are ``files`` and every one is an untouched stub (``unimplemented``): the item is
     ``Status.NOT_IMPLEMENTED``, in a learner's run and in the grader alike. A file too deep to parse is
     not a stub (the run then says what is wrong with it)."""
-    try:
-        return bool(files) and all(unimplemented(f) for f in files)
+    try:  # remembered per file and modification (``redirect.untouched_stub``): the redirect asks again
+        return bool(files) and all(untouched_stub(f) for f in files)
     except (RecursionError, MemoryError):
         return False
 

@@ -60,6 +60,9 @@ def _preload() -> None:
     import pytest  # noqa: F401
 
     _import_pytest_plugins()
+    from pytest_mlcanon import catalog
+
+    catalog.get(catalog.all_items()[0].slug)  # its data, read and checked once (no answer in it)
     import pytest_mlcanon.grade.child  # noqa: F401
     import pytest_mlcanon.grade.replay  # noqa: F401
     import pytest_mlcanon.grade.stream  # noqa: F401

@@ -41,6 +41,8 @@ class ItemState:
     # deselection), in the order they run: an ordered set
     deselected: list[str] = field(default_factory=list)  # test ids another option (-k, -m, --lf...) left out
     narrowed_by: list[str] = field(default_factory=list)  # such options, as given
+    _resolved: tuple[tuple[tuple[str, Path], ...], dict[str, str]] | None = field(default=None, init=False,
+                                                                                 repr=False, compare=False)
 
     @property
     def pending(self) -> bool:
@@ -48,8 +50,12 @@ class ItemState:
 
     @property
     def by_path(self) -> dict[str, str]:
-        """Resolved path -> module file, for the learner's files of the item."""
-        return {str(path.resolve()): name for name, path in self.files.items()}
+        """Resolved path -> module file, for the learner's files of the item (resolved once per set of
+        files: every test's report asks)."""
+        key = tuple(self.files.items())
+        if self._resolved is None or self._resolved[0] != key:
+            self._resolved = (key, {str(path.resolve()): name for name, path in self.files.items()})
+        return self._resolved[1]
 
     def left_out(self, interrupted: bool) -> LeftOut:
         """What this run left out of the item (falsy when nothing: a whole run)."""
