@@ -22,6 +22,7 @@ primitives such an attack needs, and why the parent decides correctness by its o
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -217,12 +218,11 @@ class Guard:
 def resolve(dotted: str) -> Any:
     """The object at ``dotted`` from already imported modules (never imports), or None. A class
     attribute is read from the class dictionaries (no descriptor call, so its identity is stable)."""
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        value: Any = sys.modules.get(".".join(parts[:cut]))
+    for module, attrs in _lookups(dotted):
+        value: Any = sys.modules.get(module)
         if value is None:
             continue
-        for attr in parts[cut:]:
+        for attr in attrs:
             if isinstance(value, type):
                 value = next((k.__dict__[attr] for k in value.__mro__ if attr in k.__dict__), None)
             else:
@@ -231,3 +231,11 @@ def resolve(dotted: str) -> Any:
                 return None
         return value
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _lookups(dotted: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``dotted`` as (module name, attributes) pairs, the longest module name first (each watched name
+    is resolved after every test: split once)."""
+    parts = dotted.split(".")
+    return tuple((".".join(parts[:cut]), tuple(parts[cut:])) for cut in range(len(parts), 0, -1))
