@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -403,14 +404,31 @@ def test_last_failed_is_a_partial_run_that_names_what_it_left_out(pytester: pyte
     result.stdout.no_fnmatch_line("*COR003*")
 
 
-def test_node_ids_name_the_test_file_when_the_learner_is_outside_the_repo(pytester: pytest.Pytester,
-                                                                          learner) -> None:
-    learner(copy=["detection/boxes"])  # pytester's folder is outside this repository, as a learner's is
-    result = pytester.runpytest("--canon-item=18", "-v", "-p", "no:cacheprovider",
-                                "--deselect=test_detection_boxes.py::test_box_area_values")
+@pytest.mark.parametrize("installed", ["outside the rootdir", "below the rootdir"])
+def test_node_ids_name_the_canon_file_as_its_package_shows_it(pytester: pytest.Pytester, learner,
+                                                              monkeypatch: pytest.MonkeyPatch, installed: str) -> None:
+    """pytest's progress lines, the short summary and ``--deselect`` name a canon test
+    ``canon_tests/test_x.py::test_y`` wherever the package is installed: outside the learner's rootdir
+    (pytester's folder lies outside this repository, as a learner's does; pytest named these
+    ``test_x.py::test_y``) or below it (a ``.venv`` inside the learner's repo; pytest named them
+    ``.venv/lib/python3.11/site-packages/canon_tests/test_x.py::test_y``)."""
+    from pytest_mlcanon.layout import tests_dir
+
+    practice = learner(copy=["detection/boxes"])
+    where: list[str] = []
+    if installed == "below the rootdir":
+        above = tests_dir().parents[1]  # the package two folders down, as site-packages/canon_tests in lib/
+        monkeypatch.chdir(above)
+        where = [f"--rootdir={above}", f"--impl={practice}"]
+    result = pytester.runpytest("--canon-item=18", "-v", "-rA", "-p", "no:cacheprovider", *where,
+                                "--deselect=canon_tests/test_detection_boxes.py::test_box_area_values")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["test_detection_boxes.py::test_* PASSED*", "*1 deselected*"])
-    assert " ::test_" not in result.stdout.str() and "test_box_area_values PASSED" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["canon_tests/test_detection_boxes.py::test_* PASSED*",
+                                 "PASSED canon_tests/test_detection_boxes.py::test_*", "*1 deselected*"])
+    text = result.stdout.str()
+    assert " ::test_" not in text and "test_box_area_values PASSED" not in text
+    # every place the file is named (progress lines, PASSED/SKIPPED lines of the summary) says canon_tests/
+    assert set(re.findall(r"(\S*)test_detection_boxes\.py", text)) == {"canon_tests/"}, text
 
 
 def _boxes_without_validation() -> str:
