@@ -431,6 +431,20 @@ def test_node_ids_name_the_canon_file_as_its_package_shows_it(pytester: pytest.P
     assert set(re.findall(r"(\S*)test_detection_boxes\.py", text)) == {"canon_tests/"}, text
 
 
+def test_the_header_does_not_name_the_learners_testpaths(pytester: pytest.Pytester, learner) -> None:
+    """A learner repo whose pytest configuration sets ``testpaths``: pytest's header said
+    ``testpaths: tests`` although the run collects the canon's tests, not the learner's."""
+    learner(copy=["detection/boxes"])
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_mine.py").write_text("def test_mine():\n    assert False\n")
+    result = pytester.runpytest("--canon-item=18", "-p", "no:cacheprovider")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["configfile: pyproject.toml", "collected * items"])
+    result.stdout.no_fnmatch_line("testpaths:*")
+    result.stdout.no_fnmatch_line("*test_mine*")
+
+
 def _boxes_without_validation() -> str:
     """The reference boxes module with its argument checks turned into no-ops."""
     source = (Path(__file__).resolve().parents[1] / "canon_refs" / "detection" / "boxes.py").read_text()
