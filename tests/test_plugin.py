@@ -524,6 +524,24 @@ def test_a_dependency_still_a_stub_comes_from_the_reference(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(["*from the reference (not written in your folder): classical/knn.py (still a stub*"])
 
 
+def test_a_module_two_dependencies_share_is_listed_once(pytester: pytest.Pytester, learner) -> None:
+    """DPO builds on #29 and #30, which both live in ``transformer/blocks.py``: the list of modules
+    that came from the reference names that module once, with both items (it listed it twice)."""
+    from pytest_mlcanon import catalog
+
+    learner(copy=["posttrain/dpo"])
+    report = pytester.path / "report.json"
+    pytester.runpytest("--canon-item=55", "--impl=practice", "-q", "-p", "no:cacheprovider",
+                       "-k", "batch_of_one", f"--canon-report=json:{report}")
+    (item,) = json.loads(report.read_text())["items"]
+    modules = [entry.split(" (")[0] for entry in item["fallback"]]
+    assert len(modules) == len(set(modules)), item["fallback"]
+    expected = {f"{module}.py" for module in catalog.modules_built_on(catalog.get(55))}
+    assert set(modules) == expected and "transformer/blocks.py" in expected
+    assert ("transformer/blocks.py (missing; #29 transformer/encoder_block and #30 transformer/decoder_block, "
+            "which this item builds on)") in item["fallback"]
+
+
 def test_a_grading_job_checks_exactly_its_items() -> None:
     from pytest_mlcanon.grade.batch import _ini
     from pytest_mlcanon.grade.config import GradeConfig

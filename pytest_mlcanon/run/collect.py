@@ -64,9 +64,11 @@ class Collect:
         that are missing or still stubs here (the redirect serves the reference for those)."""
         impl = self.run.impl
         served = [f"{m}.py ({why})" for m in item.modules if (why := impl.unwritten(m))]
-        for other in catalog.builds_on(item):
-            served += [f"{m}.py ({why}; #{other.number} {other.slug}, which this item builds on)"
-                       for m in other.modules if m not in item.modules and (why := impl.unwritten(m))]
+        for module, others in catalog.modules_built_on(item).items():
+            why = impl.unwritten(module)
+            if why:
+                names = " and ".join(f"#{other.number} {other.slug}" for other in others)
+                served.append(f"{module}.py ({why}; {names}, which this item builds on)")
         return tuple(served)
 
     def _import_error(self, item: catalog.Item) -> str:
