@@ -97,7 +97,7 @@ RULES: tuple[Rule, ...] = (
          "modules make no new shape and need none)",
          "saying the shape aloud before typing the line is how shape bugs are avoided; graders read down the column",
          "scores = q @ k.transpose(-2, -1)", "scores = q @ k.transpose(-2, -1)   # (B, H, T_q, T_k)",
-         message="missing shape comment: this line is a shape line ({reason})",
+         message="missing shape comment: this line is a shape line ({reason}){words}",
          hint="end the line with the shape of what it binds, e.g. `# (B, T, d)`",
          miss="shape comments missing"),
     Rule("SHP002", "shapes", "a shape comment is contradicted by the value at run time",
