@@ -101,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
         resolved = settings_mod.resolve(
             cli={s.key: config.getoption(f"mlcanon_{s.key}", None) for s in settings_mod.SPECS},
             ini={s.key: config.getini(settings_mod.ini_name(s.key)) for s in settings_mod.SPECS},
-            pyproject=settings_mod.read_pyproject(config.inipath.parent if config.inipath else config.rootpath),
+            pyproject=settings_mod.read_pyproject(config.rootpath),
         )
         reports = _parse_report_targets(config.getoption("canon_report"))
     except (settings_mod.SettingsError, ValueError) as exc:

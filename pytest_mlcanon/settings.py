@@ -1,6 +1,6 @@
 """Settings of the plugin and the rubric, each a command-line option and an ini key sharing one help
 text, resolved in layers: command line, then pytest ini (``mlcanon_<key>``), then ``[tool.mlcanon]``
-in the pyproject.toml beside pytest's configuration file (else in the rootdir), then the default. A bad value names the layer it came from.
+in the rootdir's pyproject.toml, then the default. A bad value names the layer it came from.
 """
 
 from __future__ import annotations

@@ -121,13 +121,11 @@ def _signal_name(number: int | None) -> str:
 def check_args(items: Sequence[catalog.Item], practice: Path, strict: bool, root: Path) -> list[str]:
     """The pytest arguments of ``mlcanon check``: the items, the learner's directory, timed, and pytest's
     cache in the learner's repo root (``state.find_root``), so a check run from a subfolder leaves no
-    ``.pytest_cache`` there and ``--lf`` reads one cache from any folder. The rootdir is the folder the
-    check runs in: pytest shows node ids relative to the rootdir and then to that folder, so from a
-    subfolder of a repo with a pytest configuration a rootdir at the root showed
-    ``../canon_tests/test_x.py::test_y``; the repo's configuration file is still found and read."""
+    ``.pytest_cache`` there and ``--lf`` reads one cache from any folder. (The rootdir stays pytest's
+    own choice: node ids are shown relative to it.)"""
     selector = ",".join(item.slug for item in items)
     return [f"--canon-item={selector}", f"--impl={practice}", "--timed=strict" if strict else "--timed",
-            "--rootdir=.", "-o", f"cache_dir={root / '.pytest_cache'}"]
+            "-o", f"cache_dir={root / '.pytest_cache'}"]
 
 
 # -- the warm process -------------------------------------------------------------------------------------

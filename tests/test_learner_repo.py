@@ -150,27 +150,6 @@ def test_a_check_from_a_subfolder_keeps_pytests_cache_at_the_repo_root(git_repo:
     assert sorted(p.name for p in git_repo.rglob(".pytest_cache")) == [".pytest_cache"]
 
 
-def test_a_check_from_a_subfolder_of_a_configured_repo_names_canon_tests_and_reads_its_settings(
-        git_repo: Path) -> None:
-    """A repo with a pytest configuration at its root (pytest's rootdir there): from ``notes/`` the
-    canon's tests read ``../canon_tests/test_x.py::test_y``; the check runs with its rootdir where it
-    runs, and the root's configuration and ``[tool.mlcanon]`` still apply."""
-    (git_repo / "pyproject.toml").write_text(STRICT_PYPROJECT + '\n[tool.mlcanon]\ncontract = "required"\n')
-    notes = git_repo / "notes"
-    notes.mkdir()
-    assert mlcanon("drill", "detection/boxes", cwd=notes).returncode == 0
-    boxes = (GOOD / "detection" / "boxes.py").read_text()
-    (git_repo / "practice" / "detection" / "boxes.py").write_text(
-        boxes.replace("return size.prod(dim=-1)", "return 2 * size.prod(dim=-1)"))
-    checked = mlcanon("check", "detection/boxes", "--tb=no", "-rf", cwd=notes)
-    out = checked.stdout
-    assert checked.returncode == 1 and "configfile: ../pyproject.toml" in out, out
-    assert re.search(r"^canon_tests/test_detection_boxes\.py [.F]+", out, re.MULTILINE), out
-    assert "FAILED canon_tests/test_detection_boxes.py::test_" in out and "../canon_tests" not in out
-    assert "no: correctness failed" in out and "input checks (advice)" not in out  # [tool.mlcanon] contract
-    assert not (notes / ".pytest_cache").exists() and (git_repo / ".pytest_cache").is_dir()
-
-
 def test_pytest_may_mark_our_package_for_rewriting_after_mlcanon_imported_it(pytester: pytest.Pytester) -> None:
     """The cause of the strict-repo crash: pytest marks every top-level package of a plugin's
     distribution for assertion rewriting (a non-editable install lists ``pytest_mlcanon``) and warns
