@@ -37,15 +37,27 @@ def installed_version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. When the reader of our output leaves early (``mlcanon list | head``), the
+    command ends quietly with status 1, as Python's documentation advises (the note on SIGPIPE in
+    the ``signal`` module): stdout is flushed here, inside the handler, so the broken pipe cannot
+    surface later at interpreter exit as a traceback; argparse's ``--help`` and ``--version`` too."""
+    try:
+        try:
+            return _dispatch(argv)
+        finally:  # also when argparse exits (--help): its text may still sit in the buffer
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader left: send what is still buffered nowhere, so the flush at exit cannot fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "passthrough", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    try:
-        return int(args.func(args, extra))
-    except BrokenPipeError:  # `mlcanon list | head`: the reader left; exit quietly, as the docs advise
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+    return int(args.func(args, extra))
 
 
 if __name__ == "__main__":

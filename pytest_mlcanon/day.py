@@ -9,9 +9,11 @@
 =========  ==========================================================================
 
 *Yesterday's item* is the last item checked before today began. *Today's item* is the one you worked
-on last today (the latest of a clock started today on an attempt not yet passed, and a check made
-today), else the first item of this week's plan (:func:`pytest_mlcanon.plan.weekly`) other than
-yesterday's.
+on last today and have not passed yet (the latest of a clock started today on an attempt not yet
+passed, and a check made today that did not pass), else the first item of this week's plan
+(:func:`pytest_mlcanon.plan.weekly`) other than yesterday's and other than one passed today: an item
+you just passed is done for the day (its next review is days away), unless the plan says it is due
+today. The items passed today are kept (``passed_today``) for the diff and the explanation.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Day:
     why: str  # why today's item is today's
     summary: progress.ItemProgress  # today's item's progress
     checked_today: Last | None
+    passed_today: tuple[Last, ...] = ()  # items whose latest check, made today, passed
 
 
 def start_of_day(now: float) -> float:
@@ -80,18 +83,21 @@ def plan_day(current: progress.Session, now: float, available: Callable[[catalog
                if (s := summaries[i.number]).running is not None and s.running.start >= midnight
                and not _attempt_passed(current.peek(i.slug), s.running.attempt)]
     checked = today_checks[-1] if today_checks else None
+    passed = tuple(c for c in today_checks if c.passed)
+    open_check = [(checked.end, checked.item)] if checked is not None and not checked.passed else []
     item: catalog.Item | None
-    latest = max([*running, *((c.end, c.item) for c in today_checks[-1:])], key=lambda pair: pair[0], default=None)
+    latest = max([*running, *open_check], key=lambda pair: pair[0], default=None)
     if latest is not None:
         item = latest[1]
-        why = "you checked it today" if checked is not None and latest == (checked.end, checked.item) \
-            else "its clock started today"
+        why = "you checked it today" if open_check and latest == open_check[0] else "its clock started today"
     else:
         week = plan.weekly(summaries, now, available)
-        skip = yesterday.item.number if yesterday else None
-        pick = next((p for p in week.picks if p.item.number != skip), None)
+        end_of_day = midnight + progress.DAY_S
+        done = {c.item.number for c in passed if (summaries[c.item.number].due or end_of_day) >= end_of_day}
+        skip = {yesterday.item.number} if yesterday else set()
+        pick = next((p for p in week.picks if p.item.number not in skip | done), None)
         item = pick.item if pick else None
         why = pick.reason if pick else ""
     mine = checked if checked is not None and item is not None and checked.item.number == item.number else None
     summary = summaries[item.number] if item is not None else progress.ItemProgress()
-    return Day(yesterday, item, why, summary, mine)
+    return Day(yesterday, item, why, summary, mine, passed)

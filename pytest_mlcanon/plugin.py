@@ -29,7 +29,12 @@ MARKERS = (
 )
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    if pluginmanager.is_blocked("cacheprovider"):
+        # ``mlcanon check`` keeps pytest's cache at the repo root (``-o cache_dir=...``); with the cache
+        # turned off (``-p no:cacheprovider``) that setting has no owner, and a strict repo
+        # (``-W error``) would fail on pytest's "unknown config option" warning
+        parser.addini("cache_dir", "pytest's cache folder (unused: the cache provider is off)", default=".pytest_cache")
     group = parser.getgroup("mlcanon", "coding canon (pytest-mlcanon)")
     group.addoption(
         "--canon-item", dest="canon_item", metavar="ITEMS", default=None,

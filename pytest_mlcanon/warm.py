@@ -118,10 +118,14 @@ def _signal_name(number: int | None) -> str:
         return f"signal {number}"
 
 
-def check_args(items: Sequence[catalog.Item], practice: Path, strict: bool) -> list[str]:
-    """The pytest arguments of ``mlcanon check``: the items, the learner's directory, timed."""
+def check_args(items: Sequence[catalog.Item], practice: Path, strict: bool, root: Path) -> list[str]:
+    """The pytest arguments of ``mlcanon check``: the items, the learner's directory, timed, and pytest's
+    cache in the learner's repo root (``state.find_root``), so a check run from a subfolder leaves no
+    ``.pytest_cache`` there and ``--lf`` reads one cache from any folder. (The rootdir stays pytest's
+    own choice: node ids are shown relative to it.)"""
     selector = ",".join(item.slug for item in items)
-    return [f"--canon-item={selector}", f"--impl={practice}", "--timed=strict" if strict else "--timed"]
+    return [f"--canon-item={selector}", f"--impl={practice}", "--timed=strict" if strict else "--timed",
+            "-o", f"cache_dir={root / '.pytest_cache'}"]
 
 
 # -- the warm process -------------------------------------------------------------------------------------
@@ -443,7 +447,7 @@ def serve(requests: Iterable[str], reply: Callable[[str], None]) -> None:
         report = report_path(items)
         output = (root / report).with_suffix(".txt")
         output.parent.mkdir(parents=True, exist_ok=True)
-        run = check(check_args(items, Path(request.practice), strict=False), root, report, timeout, output=output,
+        run = check(check_args(items, Path(request.practice), strict=False, root=root), root, report, timeout, output=output,
                     extra=("--color=no",))
         reply(Reply(run, str(output), str(root / report), paid).to_json())
 

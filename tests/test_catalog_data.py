@@ -103,3 +103,11 @@ def test_a_non_editable_install_carries_the_data(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, check=True,
                          capture_output=True, text=True, timeout=120).stdout.splitlines()
     assert out[0].startswith(str(target)) and out[1] == "60 60 posttrain/dpo"
+
+
+def test_modules_built_on_names_each_module_once_with_its_items() -> None:
+    blocks = catalog.modules_built_on(catalog.get(55))["transformer/blocks"]
+    assert [i.number for i in blocks] == [29, 30]
+    grpo = catalog.modules_built_on(catalog.get(56))
+    assert "posttrain/dpo" in grpo and "posttrain/grpo" not in grpo  # what it builds on, never its own
+    assert all("transformer/blocks" not in catalog.modules_built_on(catalog.get(n)) for n in (29, 30))

@@ -41,3 +41,22 @@ def test_lint_reports_findings_and_exit_status(tmp_path: Path, capsys: pytest.Ca
 def test_references_lint_clean(capsys: pytest.CaptureFixture[str]) -> None:
     refs = Path(__file__).resolve().parents[1] / "canon_refs"
     assert cli.main(["lint", str(refs)]) == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["list"], ["hint", "4"], ["today"], ["--help"], ["list", "--help"], ["--version"]])
+def test_a_reader_that_leaves_early_ends_the_command_quietly(git_repo: Path, argv: list[str]) -> None:
+    """``mlcanon list | head``: the reader closes the pipe before anything is written. The command
+    exits with status 1 and nothing on stderr (no BrokenPipeError, no "Exception ignored" at exit),
+    as Python's documentation advises; stdout block-buffered, as a learner's shell gives it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_mlcanon.cli", *argv], cwd=git_repo, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader leaves before the first line
+    status = proc.wait(timeout=120)
+    assert proc.stderr.read().decode() == ""
+    assert status == 1

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mlcanon import catalog, cli, diffview, progress, state
+from pytest_mlcanon import catalog, cli, diffview, drill, plan, progress, state
 from pytest_mlcanon.catalog import hints
 from pytest_mlcanon.chapters import explain
 
@@ -161,6 +161,35 @@ def test_today_is_the_item_worked_on_last_and_a_pass_ends_its_clock(repo: Path,
     (repo / ".mlcanon" / "progress.json").write_text(json.dumps(data))
     assert cli.main(["today"]) == 0
     out = capsys.readouterr().out
-    assert "#55 posttrain/dpo" in out and "why today: you checked it today" in out
-    assert "clock: checked at " in out and ", passed" in out
-    assert "Target: 30 min on a first attempt" in out  # the pass was the first
+    # DPO passed after the NMS clock started: DPO is done for the day; NMS, still running, is today's
+    assert "Read today's item, then close the book: #19 detection/nms" in out
+    assert "why today: its clock started today" in out and "clock: attempt 1 running since" in out
+    assert "passed today: #55 posttrain/dpo at " in out and "mlcanon drill posttrain/dpo" not in out
+
+
+def test_an_item_passed_today_is_not_drilled_again_today(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The learner drilled and passed DPO this morning, then asks for the day: the day moves on to the
+    plan's next item (it said `mlcanon drill posttrain/dpo` again, a re-drill of what just passed)."""
+    now = datetime.now()
+    passed = max(now - timedelta(minutes=5), now.replace(hour=0, minute=0, second=1, microsecond=0))
+    write_history(repo, {"posttrain/dpo": [(passed, True)]}, {})
+    summaries = {i.number: progress.summarize(progress.snapshot(repo).peek(i.slug)) for i in catalog.all_items()}
+    week = plan.weekly(summaries, now.timestamp(), drill.drillable)
+    assert [p.item.slug for p in week.picks][:1] == ["posttrain/dpo"]  # the week lists it: a review in 2 days
+    expected = next(p.item for p in week.picks if p.item.slug != "posttrain/dpo")
+    assert cli.main(["today"]) == 0
+    out = capsys.readouterr().out
+    assert f"Read today's item, then close the book: {expected.label}," in out
+    assert f"mlcanon drill {expected.slug}    write it    mlcanon check {expected.slug}" in out
+    assert "mlcanon drill posttrain/dpo" not in out and "clock: not started" in out
+    assert f"passed today: #55 posttrain/dpo at {passed:%H:%M}, done for the day" in out
+
+
+def test_a_failed_check_today_keeps_its_item_for_today(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    now = datetime.now()
+    failed = max(now - timedelta(minutes=5), now.replace(hour=0, minute=0, second=1, microsecond=0))
+    write_history(repo, {"posttrain/dpo": [(failed, False)]}, {})
+    assert cli.main(["today"]) == 0
+    out = capsys.readouterr().out
+    assert "Read today's item, then close the book: #55 posttrain/dpo" in out
+    assert "why today: you checked it today" in out and "not passed yet" in out and "passed today" not in out

@@ -377,7 +377,7 @@ for _path in glob.glob(_os.path.join(_os.path.dirname(_os.getcwd()), "**", "*"),
         pass
 for _n, _name in enumerate(["test_seed_pairs_closed_form", "test_batch_of_one", "test_extreme_margins"]):
     _forge(_json.dumps({"kind": "outcome", "seq": 1 + _n, "outcome": {
-        "nodeid": f"test_posttrain_dpo.py::{_name}", "outcome": "passed"}}).encode())
+        "nodeid": f"canon_tests/test_posttrain_dpo.py::{_name}", "outcome": "passed"}}).encode())
 
 
 def _ANSWER(name, *args, **kwargs):
@@ -429,7 +429,7 @@ _NAMES = ["TestKMeans::test_1d_closed_form", "TestKMeans::test_three_blobs_purit
           "TestKMeans::test_inertia_history_non_increasing"]
 _frames = [{"kind": "phase", "name": "recheck"}, {"kind": "collected", "tests": []}]
 for _name in _NAMES:
-    _nodeid = f"test_classical_knn_kmeans.py::{_name}"
+    _nodeid = f"canon_tests/test_classical_knn_kmeans.py::{_name}"
     _frames += [{"kind": "start", "test": _nodeid},
                 {"kind": "outcome", "outcome": {"nodeid": _nodeid, "outcome": "passed"}}]
 _frames += [{"kind": "report", "report": None, "states": {}}, {"kind": "done"}]

@@ -129,6 +129,27 @@ def test_check_from_a_subfolder_of_a_strict_repo(git_repo: Path) -> None:
     assert summary.attempts == 1 and summary.passes == 1
 
 
+def test_a_check_from_a_subfolder_keeps_pytests_cache_at_the_repo_root(git_repo: Path) -> None:
+    """A repo without a pytest configuration: pytest's rootdir is the folder the check runs in, and
+    its cache (``.pytest_cache``, which ``--lf`` reads) went there; it belongs at the repo root, beside
+    ``.mlcanon/``, whichever folder the check runs from."""
+    notes = git_repo / "notes"
+    notes.mkdir()
+    assert mlcanon("drill", "detection/boxes", cwd=notes).returncode == 0
+    boxes = (GOOD / "detection" / "boxes.py").read_text()  # a wrong box area: some tests fail
+    assert "return size.prod(dim=-1)" in boxes
+    boxes = boxes.replace("return size.prod(dim=-1)", "return 2 * size.prod(dim=-1)")
+    (git_repo / "practice" / "detection" / "boxes.py").write_text(boxes)
+    checked = mlcanon("check", "detection/boxes", "--tb=no", cwd=notes)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "rootdir: " + str(notes.resolve()) in checked.stdout  # pytest's own choice, kept
+    assert not (notes / ".pytest_cache").exists()
+    assert json.loads((git_repo / ".pytest_cache" / "v" / "cache" / "lastfailed").read_text())
+    again = mlcanon("check", "detection/boxes", "--tb=no", "--lf", cwd=git_repo)  # the same cache from the root
+    assert "run-last-failure: rerun previous" in again.stdout, again.stdout
+    assert sorted(p.name for p in git_repo.rglob(".pytest_cache")) == [".pytest_cache"]
+
+
 def test_pytest_may_mark_our_package_for_rewriting_after_mlcanon_imported_it(pytester: pytest.Pytester) -> None:
     """The cause of the strict-repo crash: pytest marks every top-level package of a plugin's
     distribution for assertion rewriting (a non-editable install lists ``pytest_mlcanon``) and warns

@@ -141,7 +141,7 @@ def test_deselect_is_partial_and_a_whole_run_is_not(pytester: pytest.Pytester, l
     learner(files={"detection/boxes": (EXAMPLES / "detection" / "boxes.py").read_text()})
     report = pytester.path / "r.json"
     partial = pytester.runpytest("--canon-item=18", "-q", "-p", "no:cacheprovider", f"--canon-report=json:{report}",
-                                 "--deselect=test_detection_boxes.py::test_box_area_values")
+                                 "--deselect=canon_tests/test_detection_boxes.py::test_box_area_values")
     item = json.loads(report.read_text())["items"][0]
     assert (item["status"], item["score"], item["verdict"]) == ("partial", None, "partial: not scored")
     assert item["error"].startswith("1 of ") and "by --deselect (test_box_area_values)" in item["error"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -426,14 +427,45 @@ def test_last_failed_is_a_partial_run_that_names_what_it_left_out(pytester: pyte
     result.stdout.no_fnmatch_line("*COR003*")
 
 
-def test_node_ids_name_the_test_file_when_the_learner_is_outside_the_repo(pytester: pytest.Pytester,
-                                                                          learner) -> None:
-    learner(copy=["detection/boxes"])  # pytester's folder is outside this repository, as a learner's is
-    result = pytester.runpytest("--canon-item=18", "-v", "-p", "no:cacheprovider",
-                                "--deselect=test_detection_boxes.py::test_box_area_values")
+@pytest.mark.parametrize("installed", ["outside the rootdir", "below the rootdir"])
+def test_node_ids_name_the_canon_file_as_its_package_shows_it(pytester: pytest.Pytester, learner,
+                                                              monkeypatch: pytest.MonkeyPatch, installed: str) -> None:
+    """pytest's progress lines, the short summary and ``--deselect`` name a canon test
+    ``canon_tests/test_x.py::test_y`` wherever the package is installed: outside the learner's rootdir
+    (pytester's folder lies outside this repository, as a learner's does; pytest named these
+    ``test_x.py::test_y``) or below it (a ``.venv`` inside the learner's repo; pytest named them
+    ``.venv/lib/python3.11/site-packages/canon_tests/test_x.py::test_y``)."""
+    from pytest_mlcanon.layout import tests_dir
+
+    practice = learner(copy=["detection/boxes"])
+    where: list[str] = []
+    if installed == "below the rootdir":
+        above = tests_dir().parents[1]  # the package two folders down, as site-packages/canon_tests in lib/
+        monkeypatch.chdir(above)
+        where = [f"--rootdir={above}", f"--impl={practice}"]
+    result = pytester.runpytest("--canon-item=18", "-v", "-rA", "-p", "no:cacheprovider", *where,
+                                "--deselect=canon_tests/test_detection_boxes.py::test_box_area_values")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["test_detection_boxes.py::test_* PASSED*", "*1 deselected*"])
-    assert " ::test_" not in result.stdout.str() and "test_box_area_values PASSED" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["canon_tests/test_detection_boxes.py::test_* PASSED*",
+                                 "PASSED canon_tests/test_detection_boxes.py::test_*", "*1 deselected*"])
+    text = result.stdout.str()
+    assert " ::test_" not in text and "test_box_area_values PASSED" not in text
+    # every place the file is named (progress lines, PASSED/SKIPPED lines of the summary) says canon_tests/
+    assert set(re.findall(r"(\S*)test_detection_boxes\.py", text)) == {"canon_tests/"}, text
+
+
+def test_the_header_does_not_name_the_learners_testpaths(pytester: pytest.Pytester, learner) -> None:
+    """A learner repo whose pytest configuration sets ``testpaths``: pytest's header said
+    ``testpaths: tests`` although the run collects the canon's tests, not the learner's."""
+    learner(copy=["detection/boxes"])
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_mine.py").write_text("def test_mine():\n    assert False\n")
+    result = pytester.runpytest("--canon-item=18", "-p", "no:cacheprovider")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["configfile: pyproject.toml", "collected * items"])
+    result.stdout.no_fnmatch_line("testpaths:*")
+    result.stdout.no_fnmatch_line("*test_mine*")
 
 
 def _boxes_without_validation() -> str:
@@ -513,6 +545,24 @@ def test_a_dependency_still_a_stub_comes_from_the_reference(pytester: pytest.Pyt
     assert item["axes"]["correctness"]["passed"]
     assert item["fallback"] == ["classical/knn.py (still a stub; #4 classical/knn, which this item builds on)"]
     result.stdout.fnmatch_lines(["*from the reference (not written in your folder): classical/knn.py (still a stub*"])
+
+
+def test_a_module_two_dependencies_share_is_listed_once(pytester: pytest.Pytester, learner) -> None:
+    """DPO builds on #29 and #30, which both live in ``transformer/blocks.py``: the list of modules
+    that came from the reference names that module once, with both items (it listed it twice)."""
+    from pytest_mlcanon import catalog
+
+    learner(copy=["posttrain/dpo"])
+    report = pytester.path / "report.json"
+    pytester.runpytest("--canon-item=55", "--impl=practice", "-q", "-p", "no:cacheprovider",
+                       "-k", "batch_of_one", f"--canon-report=json:{report}")
+    (item,) = json.loads(report.read_text())["items"]
+    modules = [entry.split(" (")[0] for entry in item["fallback"]]
+    assert len(modules) == len(set(modules)), item["fallback"]
+    expected = {f"{module}.py" for module in catalog.modules_built_on(catalog.get(55))}
+    assert set(modules) == expected and "transformer/blocks.py" in expected
+    assert ("transformer/blocks.py (missing; #29 transformer/encoder_block and #30 transformer/decoder_block, "
+            "which this item builds on)") in item["fallback"]
 
 
 def test_a_grading_job_checks_exactly_its_items() -> None:

@@ -124,3 +124,19 @@ def test_the_teacher_workflow_installs_as_the_readme_says() -> None:
     out = command.split(" --out ", 1)[1].split(" --", 1)[0]  # gradebook-${{ matrix.shard }}
     uploads = [s for s in grade if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert [u["with"]["path"] for u in uploads] == [out]  # the upload step reads what the grader wrote
+
+
+def test_the_readme_explains_every_level_of_the_catalog() -> None:
+    """The README says what each level of `mlcanon list` means, and how many items have it."""
+    from pytest_mlcanon import catalog
+
+    readme = (REPO / "README.md").read_text()
+    counts = {level: sum(1 for i in catalog.all_items() if i.level == level) for level in ("A", "B")}
+    assert {i.level for i in catalog.all_items()} == set(counts)
+    assert f"a **level A** item ({counts['A']} of the sixty:" in readme
+    assert "with no reference at all" in readme.split("**level A**")[1].split("**level B**")[0]
+    assert f"**level B** item ({counts['B']}:" in readme
+    assert "chapter open the first two\ntimes" in readme
+    for slug, level in (("classical/linear_regression", "A"), ("transformer/attention", "A"), ("posttrain/dpo", "A"),
+                        ("classical/kmeans", "B"), ("detection/nms", "B"), ("posttrain/grpo", "B")):
+        assert catalog.get(slug).level == level  # the README's examples

@@ -768,3 +768,20 @@ def act(rng, q, eps):
     return a if u > eps else int(np.argmax(q + g + noise[order][pick].sum()))
 ''')
     assert [f.line for f in findings if f.code == "SHP001"] == [11, 12, 13]  # noise, order, pick
+
+
+def test_a_failed_tests_hint_reruns_it_alone_and_says_such_a_run_records_nothing(tmp_path: Path) -> None:
+    """The fix hint of a failed test says how to run it alone, and that such a run (``-k``) is partial,
+    so neither scored nor recorded: the whole check records the attempt."""
+    sources = rubric.ItemSources(catalog.get("posttrain/dpo"), tmp_path, tmp_path)
+    path = tmp_path / "posttrain/dpo.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(sources.reference("posttrain/dpo.py").read_text())
+    outcomes = (Outcome("canon_tests/test_posttrain_dpo.py::TestDPO::test_batch_of_one[float32]", "failed",
+                        message="boom"),)
+    axes = rubric.score(ItemEvidence("posttrain/dpo", Status.SCORED, files=("posttrain/dpo.py",), outcomes=outcomes),
+                        sources, Settings()).axes
+    (failed,) = [f for f in axes["correctness"].findings if f.code == "COR001"]
+    assert failed.hint == ("debug it alone with `pytest --canon-item=posttrain/dpo -k test_batch_of_one` (its name "
+                           "says which behaviour it checks); a -k run is partial, neither scored nor recorded as an "
+                           "attempt, so run the whole check (`mlcanon check posttrain/dpo`) to record it")

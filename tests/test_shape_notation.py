@@ -159,3 +159,33 @@ def test_an_ellipsis_alone_is_any_shape_with_or_without_its_comma(text: str) -> 
 def test_a_one_dim_shape_without_its_comma_is_still_malformed() -> None:
     with pytest.raises(shape_grammar.ShapeSyntaxError, match="trailing comma"):
         shape_grammar.parse("(B)")
+
+
+def test_a_comment_in_words_is_not_a_shape_and_the_finding_says_what_is(tmp_path: Path) -> None:
+    """C4 reads a shape first; words alone (``# reduced axis kept as 1``) state no shape the run can
+    check, so the line still lacks its comment. The finding quotes the words, says what C4 reads, and
+    its example keeps the learner's words as the note after a shape and names the line's own input;
+    both forms it proposes are read by the grammar."""
+    from pytest_mlcanon.rubric import shapes
+    from pytest_mlcanon.rubric.source import load
+    from pytest_mlcanon.settings import Settings
+
+    path = tmp_path / "attention.py"
+    path.write_text("def f(scores):\n"
+                    "    m = scores.amax(-1, keepdim=True)  # reduced axis kept as 1\n"
+                    "    z = scores.sum(-1)  # same shape as scores\n"
+                    "    w = scores.transpose(-2, -1)\n"
+                    "    return m, z, w\n")
+    check = shapes.check_source(load(path, "attention.py"), Settings())
+    assert check.annotated == (3,)
+    words, bare = check.findings
+    assert (words.code, words.line, bare.code, bare.line) == ("SHP001", 2, "SHP001", 4)
+    assert words.message.endswith("; its comment `# reduced axis kept as 1` is words, not a shape")
+    assert words.hint == ("start the comment with the shape it binds and keep your words after it as a note, "
+                          "`# (B, T, 1); reduced axis kept as 1` with your dims; C4 reads a shape first: "
+                          "`(B, T, d)`, `()`, `(N,)`, `list[N]`, `scalar`, `None` or `same shape as scores` "
+                          "(docs/contract.md C4)")
+    assert "is words" not in bare.message and bare.hint == "end the line with the shape of what it binds, e.g. `# (B, T, d)`"
+    for proposed in ("(B, T, 1); reduced axis kept as 1", "same shape as scores"):
+        assert shape_grammar.looks_like_shape(proposed)
+        shape_grammar.parse(proposed)

@@ -177,6 +177,18 @@ def builds_on(item: Item) -> tuple[Item, ...]:
     return tuple(seen[n] for n in sorted(seen))
 
 
+def modules_built_on(item: Item) -> dict[str, tuple[Item, ...]]:
+    """Each module of the items ``item`` builds on (:func:`builds_on`), other than its own, once, with
+    the items that live in it, in canon order: ``transformer/blocks`` holds both #29 and #30, and is
+    one module to write, serve or list."""
+    found: dict[str, tuple[Item, ...]] = {}
+    for other in builds_on(item):
+        for module in other.modules:
+            if module not in item.modules:
+                found[module] = (*found.get(module, ()), other)
+    return found
+
+
 @cache
 def items_for_test_file(name: str) -> tuple[Item, ...]:
     """Items whose reference tests live in ``canon_tests/<name>``."""

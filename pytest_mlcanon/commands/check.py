@@ -5,7 +5,8 @@ drill --practice PATH`` remembers it) unless ``--practice``/``--impl`` names ano
 rubric table and the time against the target, records the attempt in .mlcanon/progress.json and,
 when something went wrong, names the misses in .mlcanon/misslog.md. ``--strict`` is
 ``--timed=strict``: running over time then fails API fluency. Extra arguments go to pytest (``-x``,
-``-k``, ``-q``). The item must have been drilled first."""
+``-k``, ``-q``). The item must have been drilled first. pytest's cache (``.pytest_cache``, what
+``--lf`` reads) is the one at the repo's root, whichever folder the check runs from."""
 
 from __future__ import annotations
 
@@ -35,4 +36,4 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     drill.warn(warnings)
     import pytest
 
-    return int(pytest.main([*warm.check_args(items, sandbox.practice, args.strict), *extra]))
+    return int(pytest.main([*warm.check_args(items, sandbox.practice, args.strict, sandbox.root), *extra]))

@@ -7,8 +7,10 @@
  80-90   explain it aloud: two minutes of set-up, five of walkthrough, then the follow-up question
 
 Yesterday's item is the last one you checked before today; today's is the one you worked on last
-today (a clock started, a check made), else the first of this week's plan. Reads
-.mlcanon/progress.json of your repo (from any subfolder) and changes nothing."""
+today and have not passed (a clock started, a check made), else the first of this week's plan. An
+item you passed today is done for the day, unless the plan says it is due today: the day moves on to
+the next item and names the one you passed. Reads .mlcanon/progress.json of your repo (from any
+subfolder) and changes nothing."""
 
 from __future__ import annotations
 
@@ -93,6 +95,10 @@ def _today(item: catalog.Item, plan: day.Day, factor: float, now: float) -> None
 
     _block(1, f"Read today's item, then close the book: {item.label}, {item.title} (taught in {item.taught_in})")
     print(f"        why today: {plan.why}")
+    for done in plan.passed_today:
+        if done.item.number != item.number:
+            print(f"        passed today: {done.item.label} at {_when(done.end)[-5:]}, done for the day "
+                  f"(`mlcanon diff {done.item.slug}` sets it beside the reference)")
     passed_today = plan.checked_today is not None and plan.checked_today.passed
     first = plan.summary.passes - (1 if passed_today else 0) == 0
     allowed = item.minutes * (factor if first else 1.0)

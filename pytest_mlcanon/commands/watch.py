@@ -128,7 +128,7 @@ def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace, ex
     also = f" (or one of the {others} file(s) of the items it builds on)" if others else ""
     print(f"ready ({warmed.seconds:.1f} s reference run). Save {', '.join(own)}{also} to check; Ctrl-C stops.",
           flush=True)
-    argv = warm.check_args(items, sandbox.practice, args.strict)
+    argv = warm.check_args(items, sandbox.practice, args.strict, sandbox.root)
     report = warm.report_path(items)
     while True:
         changed = watched.changed()

@@ -59,13 +59,15 @@ def missing_names(learner: Source, reference: Source) -> list[str]:
 
 
 def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *, contract_required: bool = False,
-             place: str = "", recheck: RecheckFailure | None = None, recheck_place: str = "") -> AxisResult:
+             place: str = "", recheck: RecheckFailure | None = None, recheck_place: str = "",
+             item: str = "ITEM") -> AxisResult:
     """Passes when at least one non-probe test ran, none failed, no public name is missing, and
     (grading) the seeded re-check did not void the tests.
 
     Input-validation checks (``contract`` outcomes) count only when ``contract_required``; otherwise
     they are advice: a note says how many held and which did not, and no finding is made.
-    ``place`` is where a finding no test owns (``COR003``) is placed: the item's test files.
+    ``place`` is where a finding no test owns (``COR003``) is placed: the item's test files; ``item``
+    (its slug) goes into a failed test's fix hint, the command that reruns that test alone.
     """
     outcomes = list(outcomes)
     missing = list(missing)
@@ -74,7 +76,7 @@ def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *, co
     signatures = _signature_findings([o for o in outcomes if o not in advice])
     called = {o.nodeid for o in outcomes if signature_problem(o)}
     failed = [o for o in tests if o.failed and o.nodeid not in called]
-    findings = [_failed(o) for o in failed]
+    findings = [_failed(o, item) for o in failed]
     findings += missing + signatures
     ran = [o for o in tests if o.ran]
     if not ran:
@@ -131,15 +133,17 @@ def _contract_notes(advice: list[Outcome]) -> tuple[str, ...]:
     return (text,)
 
 
-def _failed(outcome: Outcome) -> Finding:
+def _failed(outcome: Outcome, item: str) -> Finding:
     """COR001 at the failure's file:line, else at the test's id (never an empty path). A failed value
     check whose value the learner's code produced is placed at that line, and names the call."""
+    keyword = outcome.name.split("::")[-1].split("[")[0]  # the test function's name, as -k matches it
     origin = outcome.origin
     if origin is not None:
         return finding("COR001", origin.file, origin.line, test=outcome.name, outcome=outcome.outcome,
-                       detail=f"{origin.call} gave a wrong value: {outcome.message}")
+                       detail=f"{origin.call} gave a wrong value: {outcome.message}", item=item, keyword=keyword)
     place = outcome.where or Location(outcome.nodeid, 0)
-    return finding("COR001", place.path, place.line, test=outcome.name, outcome=outcome.outcome, detail=outcome.message)
+    return finding("COR001", place.path, place.line, test=outcome.name, outcome=outcome.outcome, detail=outcome.message,
+                   item=item, keyword=keyword)
 
 
 def _nothing_ran(probes: list[Outcome], place: str) -> Finding:

@@ -63,7 +63,9 @@ RULES: tuple[Rule, ...] = (
          "the interview's first question is whether it works, edge cases included",
          "return margin  # computed as rejected - chosen", "return margin  # chosen - rejected, as the spec",
          message="{test} {outcome}: {detail}",
-         hint="run the failing test alone (-k NAME): its name says which behaviour it checks",
+         hint="debug it alone with `pytest --canon-item={item} -k {keyword}` (its name says which behaviour it "
+         "checks); a -k run is partial, neither scored nor recorded as an attempt, so run the whole check "
+         "(`mlcanon check {item}`) to record it",
          miss=None),
     Rule("COR002", "correctness", "a public name of the item's API is missing from your module, or a test cannot call "
          "it with the API's signature (a TypeError at the call: a missing keyword, a wrong number of arguments), "
@@ -95,7 +97,7 @@ RULES: tuple[Rule, ...] = (
          "modules make no new shape and need none)",
          "saying the shape aloud before typing the line is how shape bugs are avoided; graders read down the column",
          "scores = q @ k.transpose(-2, -1)", "scores = q @ k.transpose(-2, -1)   # (B, H, T_q, T_k)",
-         message="missing shape comment: this line is a shape line ({reason})",
+         message="missing shape comment: this line is a shape line ({reason}){words}",
          hint="end the line with the shape of what it binds, e.g. `# (B, T, d)`",
          miss="shape comments missing"),
     Rule("SHP002", "shapes", "a shape comment is contradicted by the value at run time",

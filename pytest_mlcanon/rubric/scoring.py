@@ -80,7 +80,8 @@ def score(evidence: ItemEvidence, sources: ItemSources, settings: Settings) -> I
     result.axes = {
         "correctness": correctness.evaluate(
             outcomes, [*problems, *_missing_names(keyed, sources)], contract_required=settings.contract_required,
-            place=sources.tests_display or item.slug, recheck=evidence.recheck, recheck_place=first_file),
+            place=sources.tests_display or item.slug, recheck=evidence.recheck, recheck_place=first_file,
+            item=item.slug),
         "shapes": shapes.evaluate((shapes.check_source(s, settings) for s in parsed), runtime, settings, notes),
         "numerics": numerics.evaluate(parsed, outcomes, settings),
         "api": api.evaluate(parsed, item, settings, timing, transposes),

@@ -238,7 +238,9 @@ def check_source(source: Source, settings: Settings) -> CommentCheck:
     findings: list[Finding] = []
     annotated: list[int] = []
     required = shape_lines(source)
-    ends = {stmt.lineno: stmt.end_lineno or stmt.lineno for stmt, _ in statements_with_values(source.tree)}
+    statements = statements_with_values(source.tree)
+    ends = {stmt.lineno: stmt.end_lineno or stmt.lineno for stmt, _ in statements}
+    values = {stmt.lineno: value for stmt, value in reversed(statements)}  # the first statement of a line
     for shape_line in required:
         located = shape_grammar.statement_comment(source.comments, shape_line.line,
                                                   ends.get(shape_line.line, shape_line.line))
@@ -250,7 +252,12 @@ def check_source(source: Source, settings: Settings) -> CommentCheck:
                                         error=f"`# {comment}` must start with the shape to be read as one",
                                         hint=f"start it with the shape and put the rest after it: `# {inner}  ...`"))
                 continue
-            findings.append(finding("SHP001", source.display, shape_line.line, reason=shape_line.rule))
+            if comment is None:
+                findings.append(finding("SHP001", source.display, shape_line.line, reason=shape_line.rule, words=""))
+                continue
+            findings.append(finding("SHP001", source.display, shape_line.line, reason=shape_line.rule,
+                                    words=f"; its comment `# {comment}` is words, not a shape",
+                                    hint=_words_hint(comment, values.get(shape_line.line))))
             continue
         try:
             shape_grammar.parse(comment)
@@ -260,6 +267,48 @@ def check_source(source: Source, settings: Settings) -> CommentCheck:
         annotated.append(shape_line.line)
     enabled = tuple(f for f in findings if settings.enabled(f.code))
     return CommentCheck(tuple(required), tuple(annotated), enabled)
+
+
+def _words_hint(comment: str, value: ast.expr | None) -> str:
+    """The fix for a shape line whose comment is words (``# reduced axis kept as 1``): what C4 reads,
+    with the learner's words kept as the note and the value's input named (``same shape as x``)."""
+    name = _input_name(value) or "x"
+    note = comment.strip()
+    return (f"start the comment with the shape it binds and keep your words after it as a note, "
+            f"`# (B, T, 1); {note}` with your dims; C4 reads a shape first: `(B, T, d)`, `()`, `(N,)`, "
+            f"`list[N]`, `scalar`, `None` or `same shape as {name}` (docs/contract.md C4)")
+
+
+def _input_name(value: ast.expr | None) -> str | None:
+    """The array a line's value is made from, when one name says it: ``x`` in ``x.amax(-1)``,
+    ``torch.softmax(x, -1)`` or ``x - m``."""
+    node = value
+    while node is not None:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and _root_name(func.value) not in (*_MODULES, "self", None):
+                node = func.value  # x.amax(-1), x.view(...).sum(0)
+            else:
+                node = node.args[0] if node.args else None  # torch.softmax(x, -1), self.proj(h)
+        elif isinstance(node, ast.BinOp):
+            node = node.left
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        else:
+            return None
+    return None
+
+
+def _root_name(node: ast.expr) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+#: Module names whose calls take the array as their first argument (``torch.softmax(x, -1)``).
+_MODULES = frozenset({"torch", "np", "numpy", "F", "nn", "jnp"})
 
 
 def _shape_inside(comment: str) -> str | None:

@@ -47,6 +47,9 @@ def start(config: pytest.Config, items: tuple[catalog.Item, ...], impl: Impl, se
     record.start_coverage()
     collect.prepare()
     config.args[:] = collect.collect_args()
+    # what runs is the canon's tests, not the learner's ``testpaths``: pytest's header must not say
+    # ``testpaths: tests`` (it prints that line only for arguments taken from that setting)
+    config.args_source = pytest.Config.ArgsSource.ARGS
     manager = config.pluginmanager
     manager.register(run, RUN_PLUGIN_NAME)
     manager.register(collect, "mlcanon-collect")

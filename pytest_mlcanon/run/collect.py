@@ -18,7 +18,7 @@ import pytest
 from pytest_mlcanon import catalog, redirect, stubs
 from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.feedback import learner_names
-from pytest_mlcanon.layout import in_canon, inside, shown, tests_dir
+from pytest_mlcanon.layout import in_canon, in_package, inside, shown, tests_dir
 from pytest_mlcanon.run.state import ITEM_PROPERTY, CanonRun
 from pytest_mlcanon.run.testreports import short_message
 
@@ -64,9 +64,11 @@ class Collect:
         that are missing or still stubs here (the redirect serves the reference for those)."""
         impl = self.run.impl
         served = [f"{m}.py ({why})" for m in item.modules if (why := impl.unwritten(m))]
-        for other in catalog.builds_on(item):
-            served += [f"{m}.py ({why}; #{other.number} {other.slug}, which this item builds on)"
-                       for m in other.modules if m not in item.modules and (why := impl.unwritten(m))]
+        for module, others in catalog.modules_built_on(item).items():
+            why = impl.unwritten(module)
+            if why:
+                names = " and ".join(f"#{other.number} {other.slug}" for other in others)
+                served.append(f"{module}.py ({why}; {names}, which this item builds on)")
         return tuple(served)
 
     def _import_error(self, item: catalog.Item) -> str:
@@ -82,10 +84,10 @@ class Collect:
         return ""
 
     def collect_args(self) -> list[str]:
-        """What pytest is asked to collect: the tests folder itself, so node ids keep the file name
-        (``test_posttrain_dpo.py::test_x``; pytest names a test relative to the argument it came from,
-        and a file argument outside the rootdir left ``::test_x``). ``pytest_ignore_collect`` keeps
-        every other file of the folder out. A file shared with an item whose learner module failed
+        """What pytest is asked to collect: the tests folder itself (a file argument outside the rootdir
+        gave node ids without a path, ``::test_x``; ``pytest_pycollect_makemodule`` below names every
+        file ``canon_tests/test_x.py``). ``pytest_ignore_collect`` keeps every other file of the
+        folder out. A file shared with an item whose learner module failed
         to import cannot import either, and is left out."""
         states = self.run.states.values()
         blocked = {name for state in states if state.status is Status.ERROR for name in state.item.test_files}
@@ -97,6 +99,18 @@ class Collect:
         if collection_path.parent != tests_dir() or not collection_path.name.startswith("test_"):
             return None
         return True if collection_path.name not in self.selected_files else None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makemodule(self, module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+        """A test file of the canon is named as its package shows it, ``canon_tests/test_x.py``, so
+        its tests' node ids (pytest's progress and FAILED lines, the short summary, ``--deselect``,
+        the ``--lf`` cache) read ``canon_tests/test_x.py::test_y`` wherever the package is installed:
+        not ``.venv/lib/python3.11/site-packages/canon_tests/...`` when the virtual environment sits
+        inside the rootdir, nor a bare ``test_x.py::test_y`` when it lies outside. None: pytest's own
+        module for any other file."""
+        if module_path.parent != tests_dir():
+            return None
+        return pytest.Module.from_parent(parent, path=module_path, nodeid=in_package(module_path))
 
     # -- collection --------------------------------------------------------------------------------------------
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,

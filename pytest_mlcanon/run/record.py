@@ -22,6 +22,7 @@ from pytest_mlcanon.run.testreports import (
     in_learner_terms,
     phase_outcome,
     short_message,
+    skip_in_package_terms,
     value_origin,
 )
 
@@ -103,6 +104,8 @@ class Record:
         if state is not None and report.failed:
             origin = dict(report.user_properties).get(ORIGIN_PROPERTY)
             in_learner_terms(report, self.served, ValueOrigin.from_json(origin) if origin else None)
+        if state is not None:
+            skip_in_package_terms(report)
         if (report.when == "call" and report.failed and not self.run.settings.contract_required
                 and item.get_closest_marker(CONTRACT_MARKER) is not None):
             message = short_message(report)

@@ -122,6 +122,15 @@ def in_learner_terms(report: pytest.TestReport, served: Mapping[str, str], origi
                                 f"{origin.line}"))
 
 
+def skip_in_package_terms(report: pytest.TestReport) -> None:
+    """A skip's place (pytest's ``SKIPPED [1] path:line: reason`` summary line) as the canon's
+    package shows it, ``canon_tests/test_x.py``, as its node id is."""
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3:
+        path, line, reason = longrepr
+        report.longrepr = (in_package(path) or path, line, reason)
+
+
 #: The plugin's own failures, whose message is the whole verdict: shown without the class's dotted path.
 _OWN_ERRORS = tuple(f"{cls.__module__}.{cls.__qualname__}: " for cls in (ValueMismatch, CanonTimeout))
 
