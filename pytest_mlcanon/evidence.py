@@ -257,6 +257,7 @@ class Outcome:
     where: Location | None = None  # where it failed: in the learner's code when it got there
     nonfinite: NonFinite | None = None
     origin: ValueOrigin | None = None  # a failed value check: the learner's line that made the value
+    recheck: bool = False  # not a test: the parent's re-check of a probe's call (evidence, never counted as a test)
 
     @property
     def failed(self) -> bool:

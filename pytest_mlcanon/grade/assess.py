@@ -150,7 +150,8 @@ def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, 
     outcomes, result.tests = _tests(item, calibration, claims, run, result.status, ending, config)
     result.unfinished = _unfinished(result, outcomes, claims)
     result.recheck = _recheck(item, calibration, claims, config)
-    outcomes += [Outcome(f"re-check on a numerics probe's inputs ({i + 1})", "failed", probe=True, message=problem)
+    outcomes += [Outcome(f"re-check on a numerics probe's inputs ({i + 1})", "failed", probe=True, message=problem,
+                         recheck=True)
                  for i, problem in enumerate(result.recheck.numerics)]
     result.integrity = _integrity(scan_findings, claims, run) + _dispatched(item, calibration, claims, result.files)
     broken, judged = "", None
