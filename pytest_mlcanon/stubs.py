@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pytest_mlcanon import catalog
-from pytest_mlcanon.redirect import reference_dir
+from pytest_mlcanon.redirect import reference_dir, untouched_stub
 
 STUB_MESSAGE = "not implemented yet"
 #: Comments under the stub's docstring say what the rubric reads, so no axis asks for anything the
@@ -274,7 +274,9 @@ def names_unwritten(path: Path, names: Iterable[str]) -> bool:
 
 def unimplemented_note(files: Sequence[Path], shown: Sequence[str], slug: str = "ITEM") -> str:
     """The "not implemented yet" verdict for an item whose files are all untouched stubs, else ``""``."""
-    if not files or not all(unimplemented(f) for f in files):
+    # untouched_stub: the redirect's remembered answer for the file it has just resolved (and, under
+    # `mlcanon watch`, the warm process's for the file saved), not a second parse of each file
+    if not files or not all(untouched_stub(f) for f in files):
         return ""
     listed = ", ".join(shown)
     return (f"{listed}: every function still raises NotImplementedError; write the item, then run the "

@@ -12,7 +12,7 @@ wall-clock time.
 
 naming the learner's function the test called (the outermost frame in the learner's folder) and the
 line it was on (the innermost). A test that writes more than :data:`FLOOD_BYTES` to its captured
-stdout or stderr is stopped the same way (``flood: ...``): a thread beside the test watches the
+stdout or stderr is stopped the same way (``flood: ...``): one thread beside the run's tests watches the
 size of pytest's capture files. Either way the item's remaining tests are not run (each fails at
 once, naming the test that stopped the item), so one infinite loop costs one limit, not one per
 test, and the run is an ordinary failing run: never a pass, never partial. Captured output longer
