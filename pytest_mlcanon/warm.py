@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mlcanon import catalog
+from pytest_mlcanon import catalog, codecache
 
 GRACE_S = 1.0
 MIN_TIMEOUT_S = 10.0
@@ -149,6 +149,7 @@ def import_heavy() -> None:
     import pytest  # noqa: F401
 
     import pytest_mlcanon.plugin  # noqa: F401
+    import pytest_mlcanon.reports.markdown  # noqa: F401 - the report files a check writes
     import pytest_mlcanon.run  # noqa: F401
 
 
@@ -172,39 +173,25 @@ def warm_up(items: Sequence[catalog.Item], root: Path) -> Warmed:
     import pytest
 
     import_heavy()
-    remember_rewrites()
+    codecache.remember_rewrites()
+    codecache.remember_compiled()
     selector = ",".join(item.slug for item in items)
     sink = io.StringIO()
     start = time.perf_counter()
     os.chdir(root)  # a warm process works in its learner repo, as each check does
+    path = list(sys.path)
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         status = pytest.main([f"--canon-item={selector}", "--impl=canon_refs", "-q", "--color=no",
                               "-p", "no:cacheprovider"])
+    # pytest put the canon's root on sys.path to import its conftest; left there, each check would
+    # find the package's own metadata and mark all of it for assertion rewriting, which a fresh
+    # `mlcanon check` does not (and which would recompile those modules in every child)
+    sys.path[:] = path
     seconds = time.perf_counter() - start
     forget_tests()
     gc.collect()
     gc.freeze()  # what exists now is shared by every child: the collector never walks (and copies) it again
     return Warmed(int(status), seconds, sink.getvalue())
-
-
-def remember_rewrites() -> None:
-    """Keep each assertion-rewritten test module's code in memory, by file, modification time and size:
-    every forked check reuses what the warm-up compiled. pytest caches it in ``__pycache__`` only where it
-    may write bytecode (not under ``PYTHONDONTWRITEBYTECODE``, nor in a read-only installation)."""
-    from _pytest.assertion import rewrite
-
-    compile_test = rewrite._rewrite_test
-    if getattr(compile_test, "remembered", False):
-        return
-    memo: dict[tuple[str, int, int], Any] = {}
-
-    def remembered(fn: Path, config: Any) -> Any:
-        stat = os.stat(fn)
-        key = (str(fn), stat.st_mtime_ns, stat.st_size)
-        return memo[key] if key in memo else memo.setdefault(key, compile_test(fn, config))
-
-    remembered.remembered = True  # type: ignore[attr-defined]
-    rewrite._rewrite_test = remembered
 
 
 def forget_tests() -> None:

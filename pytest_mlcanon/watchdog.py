@@ -12,7 +12,7 @@ wall-clock time.
 
 naming the learner's function the test called (the outermost frame in the learner's folder) and the
 line it was on (the innermost). A test that writes more than :data:`FLOOD_BYTES` to its captured
-stdout or stderr is stopped the same way (``flood: ...``): a thread beside the test watches the
+stdout or stderr is stopped the same way (``flood: ...``): one thread beside the run's tests watches the
 size of pytest's capture files. Either way the item's remaining tests are not run (each fails at
 once, naming the test that stopped the item), so one infinite loop costs one limit, not one per
 test, and the run is an ordinary failing run: never a pass, never partial. Captured output longer
@@ -83,6 +83,19 @@ class Watchdog:
         self.item_key = item_key  # the user property naming the canon item a test belongs to
         self.stopped: dict[str, str] = {}  # item slug -> the verdict of the test that stopped it
         self._phase: _Phase | None = None
+        self._watcher: _Watcher | None = None  # one thread for the whole run, started by the first phase
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Stop the watcher thread: a process that forks checks after a run (``mlcanon watch``'s warm-up)
+        must hold no thread of ours."""
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+
+    def watcher(self) -> _Watcher:
+        if self._watcher is None:
+            self._watcher = _Watcher()
+        return self._watcher
 
     # -- the phases -------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -143,7 +156,8 @@ class Watchdog:
 
 
 class _Phase:
-    """One test phase under the watchdog: the alarm, the flood watch and the last resort."""
+    """One test phase under the watchdog: the alarm, and the flood watch and last resort that the run's
+    watcher thread applies to it."""
 
     def __init__(self, dog: Watchdog, item: pytest.Item) -> None:
         self.dog = dog
@@ -153,7 +167,9 @@ class _Phase:
         self.signals = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
         self.previous: Any = None
         self.debugging = False
-        self.watcher: threading.Thread | None = None
+        self.watcher: _Watcher | None = None
+        self.start_sizes = (0, 0)
+        self.wall = self.deadline = 0.0
 
     def arm(self) -> None:
         if self.dog.limit_s <= 0:
@@ -161,16 +177,19 @@ class _Phase:
         if self.signals:
             self.previous = signal.signal(signal.SIGVTALRM, self._on_alarm)
             signal.setitimer(signal.ITIMER_VIRTUAL, self.dog.limit_s, REPEAT_S)
-        self.watcher = threading.Thread(target=self._watch, name="mlcanon-watchdog", daemon=True)
-        self.watcher.start()
+        self.start_sizes = _capture_sizes()
+        self.wall = time.monotonic() + self.dog.limit_s * WALL_FACTOR
+        self.deadline = self.wall + (GRACE_S if self.signals else 0.0)
+        self.watcher = self.dog.watcher()
+        self.watcher.watch(self)
 
     def disarm(self) -> None:
-        self.done.set()
+        self.done.set()  # first: an alarm the watcher raises from now on is ignored
         if self.signals and self.previous is not None:
             signal.setitimer(signal.ITIMER_VIRTUAL, 0)
             signal.signal(signal.SIGVTALRM, self.previous)
         if self.watcher is not None:
-            self.watcher.join()
+            self.watcher.release(self)
 
     def _on_alarm(self, signum: int, frame: FrameType | None) -> None:
         __tracebackhide__ = True  # the traceback ends at the learner's line, not in here
@@ -181,22 +200,19 @@ class _Phase:
         self.stop = Stop(kind, self.dog.verdict(kind, frame, self.item))
         raise CanonTimeout(self.stop.verdict)
 
-    def _watch(self) -> None:
-        """Stop a flood, and end the process when the phase outlives its limit by GRACE_S."""
-        start_sizes = _capture_sizes()
-        wall = time.monotonic() + self.dog.limit_s * WALL_FACTOR
-        deadline = wall + (GRACE_S if self.signals else 0.0)
-        while not self.done.wait(_POLL_S):
-            flooded = any(now - then > FLOOD_BYTES for now, then in zip(_capture_sizes(), start_sizes))
-            if self.stop is None and (flooded or time.monotonic() > wall):
-                self.stop = Stop("flood" if flooded else "wall", "")
-                if self.signals:
-                    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGVTALRM)
-                    deadline = min(deadline, time.monotonic() + GRACE_S)
-            if self.debugging:
-                wall = deadline = time.monotonic() + self.dog.limit_s * WALL_FACTOR + GRACE_S
-            elif time.monotonic() > deadline:
-                self._end_process()
+    def tick(self) -> None:
+        """One look by the watcher: stop a flood, and end the process when the phase outlives its limit
+        by GRACE_S."""
+        flooded = any(now - then > FLOOD_BYTES for now, then in zip(_capture_sizes(), self.start_sizes))
+        if self.stop is None and (flooded or time.monotonic() > self.wall):
+            self.stop = Stop("flood" if flooded else "wall", "")
+            if self.signals:
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGVTALRM)
+                self.deadline = min(self.deadline, time.monotonic() + GRACE_S)
+        if self.debugging:
+            self.wall = self.deadline = time.monotonic() + self.dog.limit_s * WALL_FACTOR + GRACE_S
+        elif time.monotonic() > self.deadline:
+            self._end_process()
 
     def _end_process(self) -> None:
         capman = self.dog.config.pluginmanager.getplugin("capturemanager")
@@ -213,6 +229,44 @@ class _Phase:
         sys.stderr.flush()
         faulthandler.dump_traceback(all_threads=True)
         os._exit(EXIT_STUCK)
+
+
+class _Watcher:
+    """The thread beside the tests of one run: every :data:`_POLL_S` it looks at the phase being run,
+    if any. One thread for the run, not one per phase: a run has three phases per test, and starting
+    and joining a thread for each costs more than most of the canon's tests."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # held while the thread looks at a phase: a phase ends between looks
+        self._wake = threading.Condition(self._lock)
+        self._phase: _Phase | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="mlcanon-watchdog", daemon=True)
+        self._thread.start()
+
+    def watch(self, phase: _Phase) -> None:
+        with self._lock:
+            self._phase = phase
+
+    def release(self, phase: _Phase) -> None:
+        with self._lock:
+            if self._phase is phase:
+                self._phase = None
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._phase = None
+            self._wake.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with self._wake:
+            while not self._closed:
+                self._wake.wait(_POLL_S)
+                phase = self._phase
+                if phase is not None and not phase.done.is_set():
+                    phase.tick()
 
 
 def _debugging() -> bool:

@@ -135,3 +135,14 @@ def test_a_save_a_creation_and_a_deletion_each_count_once(tmp_path: Path) -> Non
     assert watched.changed() == [made]
     kept.unlink()
     assert watched.changed() == [kept] and not watched.dirty()
+
+
+def test_the_warm_up_leaves_sys_path_as_it_found_it(tmp_path: Path) -> None:
+    # pytest puts the canon's root on sys.path for its conftest; left there, every forked check would find
+    # the package's metadata, mark all of it for assertion rewriting (a cold check does not) and recompile it
+    script = ("import json, sys; from pathlib import Path; from pytest_mlcanon import catalog, warm; "
+              "before = list(sys.path); "
+              "warmed = warm.warm_up([catalog.get('detection/boxes')], Path.cwd()); "
+              "print(json.dumps({'status': warmed.status, 'added': [p for p in sys.path if p not in before]}))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert json.loads(done.stdout.splitlines()[-1]) == {"status": 0, "added": []}, done.stderr[-2000:]

@@ -33,6 +33,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_mlcanon import codecache
+
 MAX_MESSAGE = 1 << 16
 PIPE_BYTES = 1 << 20
 
@@ -72,7 +74,7 @@ def _preload() -> None:
     from pytest_mlcanon.grade import sandbox
 
     sandbox.warm()  # the C library and Python's folders, once, not in every child
-    _install_rewrite_cache()
+    codecache.remember_rewrites()
     _exercise()
 
 
@@ -174,29 +176,6 @@ def _import_lazy_torch_modules() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001, S112 - an optional part of this torch build; the child imports it if used
             continue
-
-
-def _install_rewrite_cache() -> None:
-    """Keep pytest's assertion-rewritten test modules in memory, keyed by file, size and mtime (with
-    ``PYTHONDONTWRITEBYTECODE`` set, or a read-only package, pytest would rewrite every test file
-    again in every child)."""
-    from _pytest.assertion import rewrite
-
-    original = getattr(rewrite, "_rewrite_test", None)
-    if original is None:
-        return
-
-    def cached(fn: Any, config: Any) -> Any:
-        st = os.stat(fn)
-        key = (str(fn), st.st_mtime_ns, st.st_size)
-        if key not in _REWRITTEN:
-            _REWRITTEN[key] = original(fn, config)
-        return _REWRITTEN[key]
-
-    rewrite._rewrite_test = cached
-
-
-_REWRITTEN: dict[tuple[str, int, int], Any] = {}
 
 
 def _rewrite(files: list[str]) -> None:

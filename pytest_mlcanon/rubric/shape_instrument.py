@@ -39,7 +39,7 @@ import ast
 import functools
 import sys
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -367,8 +367,7 @@ class _Rewriter(ast.NodeTransformer):
         self.scoped: list[bool] = []
 
     def _owns_annotations(self, node: ast.AST) -> bool:
-        return any(isinstance(child, ast.stmt) and child.lineno in self.table and _scope_of(node, child)
-                   for child in ast.walk(node) if child is not node)
+        return any(isinstance(child, ast.stmt) and child.lineno in self.table for child in _own_nodes(node))
 
     def _open_scope(self, node: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         body = node.body
@@ -461,17 +460,15 @@ def _is_future_import(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"
 
 
-def _scope_of(owner: ast.AST, stmt: ast.stmt) -> bool:
-    """True when ``stmt`` belongs to ``owner``'s own body, not to a nested def or class."""
+def _own_nodes(owner: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``owner``'s own body: every node below it but those inside a nested def, class or
+    lambda (which are themselves included). One walk, however many annotated statements it holds."""
     stack = list(ast.iter_child_nodes(owner))
     while stack:
         node = stack.pop()
-        if node is stmt:
-            return True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-    return False
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 def _read_expr(target: str | None) -> ast.expr:

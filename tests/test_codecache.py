@@ -1,0 +1,69 @@
+"""The compiled-code caches of a process that forks checks (``codecache``): a file served from the cache
+is never stale once its contents change, and unchanged contents are compiled once."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from _pytest.assertion import rewrite
+
+from pytest_mlcanon import codecache
+
+
+def _load(path: Path) -> ModuleType:
+    """Import ``path`` as a fresh module through the ordinary source loader (no ``.pyc``)."""
+    loader = importlib.machinery.SourceFileLoader("cached_probe", str(path))
+    spec = importlib.util.spec_from_file_location("cached_probe", path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def _same_clock(path: Path, text: str) -> None:
+    """Write ``text`` (the same length as before) and set the file's times back: only its bytes change."""
+    stat = path.stat()
+    assert len(text.encode()) == stat.st_size
+    path.write_text(text)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_a_module_imported_from_source_is_compiled_once_and_again_when_its_bytes_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    loader = importlib.machinery.SourceFileLoader
+    monkeypatch.setattr(loader, "source_to_code", loader.source_to_code)  # undone after the test
+    monkeypatch.setattr("sys.dont_write_bytecode", True)
+    codecache.remember_compiled()
+    cached = loader.source_to_code
+    codecache.remember_compiled()  # twice: still one cache, not one wrapped in another
+    assert loader.source_to_code is cached
+    path = tmp_path / "probe.py"
+    path.write_text("def value():\n    return 1\n")
+    first, again = _load(path), _load(path)
+    assert first.value() == again.value() == 1
+    assert first.value.__code__ is again.value.__code__  # the second import reused the first one's code
+    _same_clock(path, "def value():\n    return 2\n")  # a save within the clock's resolution
+    changed = _load(path)
+    assert changed.value() == 2 and changed.value.__code__ is not first.value.__code__
+
+
+def test_a_rewritten_test_module_is_compiled_once_and_again_when_it_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rewrite, "_rewrite_test", rewrite._rewrite_test)  # undone after the test
+    codecache.remember_rewrites()
+    path = tmp_path / "test_probe.py"
+    path.write_text("def test_it():\n    assert 1 == 1\n")
+    first = rewrite._rewrite_test(path, None)  # type: ignore[arg-type]
+    assert rewrite._rewrite_test(path, None) is first  # type: ignore[arg-type]
+    path.write_text("def test_it():\n    assert 1 == 22\n")
+    changed = rewrite._rewrite_test(path, None)  # type: ignore[arg-type]
+    assert changed is not first
+    namespace: dict[str, object] = {}
+    exec(changed[1], namespace)  # noqa: S102 - the rewritten module: its assertion now fails
+    with pytest.raises(AssertionError, match="assert 1 == 22"):
+        namespace["test_it"]()  # type: ignore[operator]
