@@ -296,7 +296,7 @@ def test_tests_that_never_reported_are_failed_and_say_why() -> None:
     claims = assess.read_frames(run.frames)
     settings = config.from_table({"limits": {"test_timeout_s": 3}})
     status, ending = assess._status(run, claims, BOXES, settings)  # noqa: SLF001
-    assert (status, ending) == (Status.TIMEOUT, "t2 ran over 3 s")
+    assert (status, ending) == (Status.TIMEOUT, "t2 ran over 3 s of CPU time")
     _, tests = assess._tests(BOXES, calibration, claims, run, status, ending, settings)  # noqa: SLF001
     assert [(t.name, t.outcome) for t in tests] == [("t1", "passed"), ("t2", "timeout"), ("t3", "not run")]
 
@@ -528,3 +528,23 @@ def test_the_html_report_draws_the_per_axis_histogram_with_matplotlib() -> None:
     pytest.importorskip("matplotlib")
     text = html.render(_book(["a", "b"], []))
     assert text.count("data:image/svg+xml;base64,") == 5 and "per-axis histogram" in text
+
+
+def test_the_per_test_limit_counts_the_cpu_time_of_the_jobs_processes_not_the_clock() -> None:
+    """A busy grandchild's CPU counts toward its job's test; a sleeping job uses none, however long it
+    waits (a loaded machine slows the clock, never the CPU time an honest test needs)."""
+    from pytest_mlcanon.grade import runner
+
+    spin = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'while True: pass']); time.sleep(60)"
+    busy = subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while runner._tree_cpu_s(busy.pid) < 0.5 and time.monotonic() < deadline:  # noqa: SLF001
+            time.sleep(0.1)
+        assert runner._tree_cpu_s(busy.pid) >= 0.5  # noqa: SLF001
+        assert runner._tree_cpu_s(idle.pid) < 0.4  # noqa: SLF001  - its start-up only
+    finally:
+        for process in (busy, idle):
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

@@ -33,7 +33,7 @@ from pytest_mlcanon.grade import integrity
 from pytest_mlcanon.grade.compare import Context, compare
 from pytest_mlcanon.grade.config import GradeConfig
 from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
-from pytest_mlcanon.grade.runner import JobRun
+from pytest_mlcanon.grade.runner import STALL_FACTOR, JobRun
 from pytest_mlcanon.grade.values import CodecError, Unverifiable, decode
 from pytest_mlcanon.grade.verifier import Calibration
 from pytest_mlcanon.rubric.model import AXES, Finding, ItemScore, Outcome, Verdict, judge
@@ -177,7 +177,10 @@ def _status(run: JobRun, claims: Claims, item: catalog.Item, config: GradeConfig
     limits = config.limits
     where = f" (in {test_name(run.killed_in)})" if run.killed_in and run.killed_in != "starting" else ""
     if run.killed == "test":
-        return Status.TIMEOUT, f"{test_name(run.killed_in)} ran over {limits.test_timeout_s:g} s"
+        return Status.TIMEOUT, f"{test_name(run.killed_in)} ran over {limits.test_timeout_s:g} s of CPU time"
+    if run.killed == "stalled":
+        return Status.TIMEOUT, (f"{test_name(run.killed_in)} made no progress for "
+                                f"{STALL_FACTOR * limits.test_timeout_s:g} s (sleeping or blocked)")
     if run.killed == "wall":
         return Status.TIMEOUT, f"the job ran over {limits.wall_s:g} s{where}"
     if run.killed == "memory":

@@ -3,8 +3,11 @@
 ``Zygote`` starts the warm process, asks it to compile the tests and to fork, and collects exit
 statuses on a dispatcher thread. ``run_job`` watches one child: it reads the result frames as they come, and kills
 the child (SIGKILL, which no ``except`` catches) when it exceeds the job's wall-clock budget, when one
-test (or re-check call) runs past the per-test timeout, or when its private memory passes the cap;
-then ``uids.sweep`` kills everything the job left behind. A dead or hung child never stalls the batch.
+test (or re-check call) uses more than the per-test timeout of CPU time (summed over the job's
+processes) or makes no progress for ``STALL_FACTOR`` times that in wall-clock time (a sleep, a blocked
+read), or when its private memory passes the cap; then ``uids.sweep`` kills everything the job left
+behind. A dead or hung child never stalls the batch. The per-test limit is CPU time so that a busy
+machine, or a classmate's job beside it, never turns an honest test into a timeout.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ MEMORY_POLL_S = 0.2
 #: preempts the child (measured: ~0.1 s per DPO job). The child's exit wakes the parent at once.
 WATCH_S = 0.05
 MAX_READS = 32
+#: A test that has used no more than its CPU timeout yet has run this many times as long on the
+#: clock is stalled (sleeping, blocked): a job waiting for a busy machine's cores still gets through.
+STALL_FACTOR = 3.0
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
 class ZygoteError(RuntimeError):
@@ -234,9 +241,10 @@ def run_job(zygote: Zygote, request: JobRequest, request_path: Path, limits: Lim
     reader = FrameReader(fd)
     protocol = Protocol()
     current, test_started, next_poll, exited_at = "starting", started, started, 0.0
+    test_cpu0 = cpu_s = 0.0
 
     def read_frames() -> None:
-        nonlocal current, test_started
+        nonlocal current, test_started, test_cpu0
         for _ in range(MAX_READS):  # bounded, so a flood of bytes cannot keep the watch from its limits
             if reader.eof or protocol.error:
                 return
@@ -247,7 +255,7 @@ def run_job(zygote: Zygote, request: JobRequest, request_path: Path, limits: Lim
                 run.frames.append(frame)
                 if frame["kind"] in ("start", "phase", "collected"):
                     current = str(frame.get("test") or frame.get("name") or frame["kind"])[:300]
-                    test_started = time.monotonic()
+                    test_started, test_cpu0 = time.monotonic(), _tree_cpu_s(pid)
             if reader.total == before:
                 return
 
@@ -270,10 +278,12 @@ def run_job(zygote: Zygote, request: JobRequest, request_path: Path, limits: Lim
             if run.exit is None and not run.killed:
                 if now >= next_poll:
                     run.peak_mb = max(run.peak_mb, _private_mb(pid))
+                    cpu_s = _tree_cpu_s(pid)
                     next_poll = now + MEMORY_POLL_S
                 reason = ("interrupted" if stop is not None and stop.is_set()
                           else "channel" if reader.error or protocol.error else "wall" if now - started > limits.wall_s
-                          else "test" if now - test_started > limits.test_timeout_s
+                          else "test" if cpu_s - test_cpu0 > limits.test_timeout_s
+                          else "stalled" if now - test_started > STALL_FACTOR * limits.test_timeout_s
                           else "memory" if run.peak_mb > limits.memory_mb else "")
                 if reason:
                     run.killed, run.killed_in = reason, current
@@ -322,6 +332,19 @@ def _tree(pid: int) -> list[int]:
             except (OSError, ValueError):
                 continue
     return found
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """The CPU time (user + system) of ``pid`` and its descendants, with the children each has reaped."""
+    total = 0
+    for member in _tree(pid):
+        try:
+            with open(f"/proc/{member}/stat", encoding="ascii", errors="replace") as handle:
+                fields = handle.read().rpartition(")")[2].split()
+            total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+        except (OSError, ValueError):
+            continue
+    return total / _TICKS_PER_S
 
 
 def _own_private_mb(pid: int) -> float:
