@@ -199,13 +199,15 @@ def start(root: Path, item: catalog.Item, practice: str | None) -> Started:
     sandbox.require_drillable(item)
     factor = resolve(cli={}, ini={}, pyproject=read_pyproject(root)).first_attempt_factor
     now = progress.now()
-    written = sandbox.fresh_stub(item, now)
     with progress.session(root) as current:
         entry = current.entry(item.slug)
         clock = progress.start_clock(entry, now)
         progress.remember_practice(current, item.slug, sandbox.name)
         passes = progress.passes_before(entry, clock.attempt)
         warnings = [*known.warnings, *current.warnings]
+    # the clock first, then the file: whoever sees the fresh stub appear (`mlcanon watch` in another
+    # terminal) finds its attempt already started
+    written = sandbox.fresh_stub(item, now)
     allowed = item.minutes * (factor if passes == 0 else 1.0)
     return Started(sandbox, written, clock, passes, allowed, warnings)
 

@@ -430,3 +430,11 @@ def test_the_bundled_source_builds_the_package_setup_sh_installs(tmp_path: Path)
     assert {"pytest_mlcanon/catalog/data/items.toml", "canon_refs/posttrain/dpo.py",
             "canon_tests/test_posttrain_dpo.py"} <= names
     assert "[pytest11]\nmlcanon = pytest_mlcanon.plugin" in entry_points and "mlcanon = pytest_mlcanon.cli:main" in entry_points
+
+
+def test_the_gradebook_names_a_students_file_from_their_folder_in_every_run() -> None:
+    from pytest_mlcanon.grade.redact import batch_relative
+
+    for scratch in ("/tmp/mlcanon-grade-hrefucxa/job-0009/", "/var/tmp/x/mlcanon-grade-0q1w2e3r/job-0012/"):
+        assert batch_relative(f'File "{scratch}eli/transformer/attention.py", line 42') == \
+            'File "eli/transformer/attention.py", line 42'

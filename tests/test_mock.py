@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -157,7 +158,8 @@ def test_mock_1_sped_up_runs_to_its_summary_and_records_it(repo: Path) -> None:
     process = mlcanon("mock", "1", "--speed", "3600", cwd=repo / "notes", stdin=subprocess.DEVNULL)
     out, err = process.communicate(timeout=600)
     assert process.returncode == 0, err
-    for text in ("[00:00] Drill 1 of 3: attention-with-a-mask", "Write it now", "Walkthrough, 5 minutes",
+    assert re.search(r"\[\d\d:\d\d\] Drill 1 of 3: attention-with-a-mask", out), out  # 1 s is an hour at 3600x
+    for text in ("Write it now", "Walkthrough, 5 minutes",
                  "The interviewer asks:", "Drill 3 of 3: dpo-loss", "Mock 1 summary",
                  "Session: 0 of 3 drills passed, 0 of 15 rubric points: no",
                  "Recorded as mock 1, session 1 (a dry run at 3600x speed)"):

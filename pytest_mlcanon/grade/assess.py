@@ -33,6 +33,7 @@ from pytest_mlcanon.grade import integrity
 from pytest_mlcanon.grade.compare import Context, compare
 from pytest_mlcanon.grade.config import GradeConfig
 from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
+from pytest_mlcanon.grade.redact import batch_relative
 from pytest_mlcanon.grade.runner import STALL_FACTOR, JobRun
 from pytest_mlcanon.grade.values import CodecError, Unverifiable, decode
 from pytest_mlcanon.grade.verifier import Calibration
@@ -242,7 +243,8 @@ def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: Jo
                 outcome = replace(outcome, outcome="failed", message=f"skipped, where the reference ran it: "
                                                                      f"{outcome.message}"[:300])
         outcomes.append(outcome)
-        tests.append(GradedTest(test_name(nodeid), label or outcome.outcome, outcome.message[:300], outcome.probe,
+        message = batch_relative(outcome.message)[:300]
+        tests.append(GradedTest(test_name(nodeid), label or outcome.outcome, message, outcome.probe,
                                 config.points.test_weight(test_name(nodeid)), contract=outcome.contract))
     return outcomes, tests
 

@@ -39,6 +39,12 @@ _PACKAGES = re.compile(_START + r"/(?:" + _RUN + r"/)?(?:(?:site|dist)-packages|
 _UID = re.compile(r"\b(uid|gid)[ =:]*\d+")
 
 
+def batch_relative(text: str) -> str:
+    """``text`` with the batch's scratch folders taken off its paths (``/tmp/mlcanon-grade-x/job-0009/
+    eli/a.py`` is ``eli/a.py``): the gradebook's messages read the same in every run of a batch."""
+    return _BATCH.sub("", text)
+
+
 @functools.cache
 def _prefixes() -> tuple[str, ...]:
     """This host's folders that only say where things are installed, longest first."""
