@@ -785,3 +785,20 @@ def test_a_failed_tests_hint_reruns_it_alone_and_says_such_a_run_records_nothing
     assert failed.hint == ("debug it alone with `pytest --canon-item=posttrain/dpo -k test_batch_of_one` (its name "
                            "says which behaviour it checks); a -k run is partial, neither scored nor recorded as an "
                            "attempt, so run the whole check (`mlcanon check posttrain/dpo`) to record it")
+
+
+def test_a_comment_may_leave_out_the_values_discarded_into_underscore(tmp_path: Path) -> None:
+    path = tmp_path / "discarded.py"
+    path.write_text('''"""Doc."""
+import numpy as np
+
+def top(x):
+    """Doc."""
+    _, s, vt = np.linalg.svd(x, full_matrices=False)      # (k,), (k, d)
+    u, s2, _ = np.linalg.svd(x, full_matrices=False)      # (n, k), (k,), (k, d)
+    _, s3, vt3 = np.linalg.svd(x, full_matrices=False)     # (k, d), (k,)
+    return s + s2 + s3
+''')
+    verdicts = _run_instrumented(path, lambda ns, recorder: ns["top"](np.ones((5, 3))))
+    status = {line: v.status.value for line, v in verdicts.items()}
+    assert status == {6: "confirmed", 7: "confirmed", 8: "contradicted"}, status

@@ -222,7 +222,7 @@ class Scope:
         if self.recorder.first_nonfinite is None and any(_has_nonfinite(v) for v in values):
             self.recorder.first_nonfinite = (self.path, line, stmt.text)
         try:
-            added = match_comment(stmt.comment, list(values), self.bindings)
+            added = match_comment(stmt.comment, _named(stmt, values), self.bindings)
         except Mismatch as exc:
             actual = ", ".join(describe(v) for v in values)
             bound = ", ".join(f"{k}={v}" for k, v in self.bindings.items()) or "nothing yet"
@@ -469,6 +469,15 @@ def _own_nodes(owner: ast.AST) -> Iterator[ast.AST]:
         yield node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             stack.extend(ast.iter_child_nodes(node))
+
+
+def _named(stmt: Annotated, values: tuple[Any, ...]) -> list[Any]:
+    """The values a comment describes: all of them, or, when it lists one shape per named target, those
+    not discarded into ``_`` (``_, S, Vt = np.linalg.svd(x)  # (k,), (k, d)``)."""
+    kept = [value for target, value in zip(stmt.targets, values) if target != "_"]
+    if len(kept) < len(values) and len(stmt.comment.values) == len(kept) and not stmt.comment.each:
+        return kept
+    return list(values)
 
 
 def _read_expr(target: str | None) -> ast.expr:
