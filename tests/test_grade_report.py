@@ -191,8 +191,8 @@ def test_the_lms_export_holds_student_total_and_each_items_points() -> None:
         ["eli", "2.5", "2.5", "0"],
         ["fay", "11.5", "10", "1.5"],
         ["gus", "10", "0", "10"],
-        ["hal", "1", "", "1"],  # the grader failed on hal's DPO: not graded, empty
-        ["ivy", "8.25", "8.25", ""],  # never graded on attention
+        ["hal", "", "", "1"],  # the grader failed on hal's DPO: not graded, empty, and no total yet
+        ["ivy", "", "8.25", ""],  # never graded on attention: a total would look final
         ["'=HYPERLINK(\"http://evil\")", "20", "10", "10"],
     ]
     unsandboxed = class_book()
@@ -201,6 +201,9 @@ def test_the_lms_export_holds_student_total_and_each_items_points() -> None:
     assert _rows(csvfile.lms(Gradebook([DPO], students=[StudentResult("zoe")])))[1] == ["zoe", "", ""]
     unreached = [StudentResult("zoe", items=[_item(DPO, Status.PENDING, "", 0)])]  # a cell the batch never reached
     assert _rows(csvfile.lms(Gradebook([DPO], students=unreached)))[1] == ["zoe", "", ""]
+    stopped = [StudentResult("zoe", items=[_item(DPO, Status.SCORED, "strong 5/5", 10),
+                                           _item(ATTENTION, Status.INTERRUPTED, "", 0)])]
+    assert _rows(csvfile.lms(Gradebook([DPO, ATTENTION], students=stopped)))[1] == ["zoe", "", "10", ""]
 
 
 def test_write_all_writes_the_lms_export(tmp_path: Path) -> None:

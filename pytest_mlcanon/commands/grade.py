@@ -124,7 +124,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if trap.signum:
         left = sum(1 for s in book.students for i in s.items if i.status is Status.INTERRUPTED)
         print(f"mlcanon grade: interrupted ({signal.Signals(trap.signum).name}); wrote the gradebook of the "
-              f"finished jobs, {left} not graded (interrupted): run the same command with --resume to grade them",
+              f"finished jobs, {left} not graded (interrupted): run the command again with --resume (without --force) to grade them",
               file=sys.stderr)
         return trap.exit_code
     return 0

@@ -180,8 +180,8 @@ def _status(run: JobRun, claims: Claims, item: catalog.Item, config: GradeConfig
     if run.killed == "test":
         return Status.TIMEOUT, f"{test_name(run.killed_in)} ran over {limits.test_timeout_s:g} s of CPU time"
     if run.killed == "stalled":
-        return Status.TIMEOUT, (f"{test_name(run.killed_in)} made no progress for "
-                                f"{STALL_FACTOR * limits.test_timeout_s:g} s (sleeping or blocked)")
+        return Status.TIMEOUT, (f"{test_name(run.killed_in)} did not finish in {STALL_FACTOR * limits.test_timeout_s:g} s "
+                                f"on the clock ({run.killed_cpu_s:.1f} s of CPU time)")
     if run.killed == "wall":
         return Status.TIMEOUT, f"the job ran over {limits.wall_s:g} s{where}"
     if run.killed == "memory":

@@ -86,8 +86,9 @@ class JobRun:
     frames: list[dict[str, Any]] = field(default_factory=list)
     exit: ExitInfo | None = None
     wall_s: float = 0.0
-    killed: str = ""  # "", "wall", "test", "memory", "channel" or "interrupted" (the batch was stopped)
+    killed: str = ""  # "", "wall", "test", "stalled", "memory", "channel" or "interrupted" (the batch was stopped)
     killed_in: str = ""  # the test (or phase) running when it was killed
+    killed_cpu_s: float = 0.0  # the CPU time that test had used when it was killed
     channel_error: str = ""
     peak_mb: float = 0.0  # the largest private memory seen (beyond what it shares with the zygote)
     leftovers: int = 0  # processes still alive after the child exited
@@ -286,7 +287,7 @@ def run_job(zygote: Zygote, request: JobRequest, request_path: Path, limits: Lim
                           else "stalled" if now - test_started > STALL_FACTOR * limits.test_timeout_s
                           else "memory" if run.peak_mb > limits.memory_mb else "")
                 if reason:
-                    run.killed, run.killed_in = reason, current
+                    run.killed, run.killed_in, run.killed_cpu_s = reason, current, max(cpu_s - test_cpu0, 0.0)
                     _kill(pid)
                     sweep(pid)
     except BaseException:

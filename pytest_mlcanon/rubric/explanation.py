@@ -32,7 +32,8 @@ SHAPE_WORDS = re.compile(
 _YEAR = range(1800, 2101)
 TRADE_OFF_WORDS = ("because", "instead of", "rather than", "trade-off", "tradeoff", "trade off", "why",
                    "so that", "otherwise", "at the cost of", "cheaper", "costs", "instead", "since", "avoids",
-                   "to avoid", "saves", "faster", "slower", "at the price")
+                   "to avoid", "saves", "faster", "slower", "at the price", "chose", "choose", "prefer", "simpler",
+                   "simplest", "can't", "cannot", "than ")
 # "... clamped at eps so empty boxes give 0": a purpose clause is a reason too ("so far" is not).
 _SO_REASON = re.compile(r"\bso\s+(?!far\b|on\b|much\b|many\b|long\b|called\b|large\b|small\b|few\b)[a-z]")
 TEST_PLAN = re.compile(r"\b(?:tests?|tested|testing|checks?|checked|checking|verify|verifies|verified|asserts?"

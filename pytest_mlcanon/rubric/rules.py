@@ -224,7 +224,8 @@ RULES: tuple[Rule, ...] = (
          "naming the trade-off when you choose is what separates a hire from a pass",
          '"""Uses log_softmax."""', '"""Uses log_softmax rather than log(softmax) because the latter underflows."""',
          message="no trade-off or reason is stated",
-         hint="say why a choice was made (`because ...`, `instead of ...`)",
+         hint="say why a choice was made with a reason word (`because ...`, `instead of ...`, `rather than ...`, "
+              "`since ...`, `so that ...`, `X is cheaper than Y`)",
          miss="no trade-off stated"),
     Rule("EXP006", "explanation", "nothing says what you would test",
          "telling the interviewer what you would test closes the loop", '"""Computes IoU."""',

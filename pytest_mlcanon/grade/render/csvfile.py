@@ -5,7 +5,8 @@ tests, re-check, points, time, integrity codes, verdict), then the totals.
 
 ``lms``: ``gradebook-lms.csv``, what a learning-management system imports: ``student``, ``total``,
 then one column per item, numbers only (the points), a cell empty when the item was not graded
-(``table.graded``). The totals' header says ``(unsandboxed)`` when the batch was.
+(``table.graded``), and the total empty too unless every item was graded (an interrupted batch's
+partial total would look final). The totals' header says ``(unsandboxed)`` when the batch was.
 
 A cell with no value is empty (the tables' ``-`` is for people, not spreadsheets). Text a submission
 controls is cleaned of control characters (``text.clean``) and cannot start a formula: a cell whose
@@ -39,7 +40,8 @@ def lms(book: Gradebook) -> str:
     for student in book.students:
         items = [student.item(slug) for slug in book.items]
         points = [number(i.points) if i is not None and graded(i) else "" for i in items]
-        rows.append([student.student, number(student.points) if any(points) else "", *points])
+        complete = bool(points) and all(points)  # a total over items still to grade would look final
+        rows.append([student.student, number(student.points) if complete else "", *points])
     return _write(rows)
 
 
