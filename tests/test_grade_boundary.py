@@ -349,14 +349,17 @@ _SYSTEM_ROOT = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", 
 
 
 def _python_roots() -> set[str]:
-    """The top folders holding Python and our packages (a CI checkout may live at ``/check``)."""
+    """The top folders holding Python, its import path and our packages (a CI checkout may live at
+    ``/check``, a user's site folder under ``/root``): what the sandbox shows a job besides the system."""
     import sys
+    import sysconfig
 
     import pytest_mlcanon
 
-    places = [sys.prefix, sys.base_prefix, os.path.realpath(sys.executable),
-              os.path.realpath(os.path.dirname(pytest_mlcanon.__file__))]
-    return {Path(place).parts[1] for place in places if len(Path(place).parts) > 1}
+    places = [sys.prefix, sys.base_prefix, os.path.realpath(sys.executable), *sysconfig.get_paths().values(),
+              os.path.realpath(os.path.dirname(pytest_mlcanon.__file__)), *(p for p in sys.path if p)]
+    places += [os.path.realpath(place) for place in places]
+    return {Path(place).parts[1] for place in places if place.startswith("/") and len(Path(place).parts) > 1}
 
 
 def test_a_confined_job_sees_nothing_of_the_machine(tmp_path: Path) -> None:
