@@ -10,13 +10,16 @@ of the moment), so without these caches each child compiles them again.
 * :func:`remember_rewrites`: pytest's rewritten modules, keyed by file, modification time and size
   (as pytest's own cache is);
 * :func:`remember_compiled`: modules imported from source, keyed by file and the source's bytes, so a
-  changed file (a learner's save) is never served stale code, whatever its clock says.
+  changed file (a learner's save) is never served stale code, whatever its clock says;
+* :func:`precompile`: files compiled into that cache ahead of their import (never run), for modules
+  the parent must not import but its children will.
 """
 
 from __future__ import annotations
 
 import importlib.machinery
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -62,3 +65,15 @@ def remember_compiled() -> None:
 
     setattr(remembered, _REMEMBERED, True)
     loader.source_to_code = remembered  # type: ignore[method-assign]
+
+
+def precompile(paths: Iterable[str]) -> None:
+    """Compile the files at ``paths`` into :func:`remember_compiled`'s cache without running them; a
+    file that cannot be read or compiled is left for the child to report when it imports it."""
+    remember_compiled()
+    for path in paths:
+        try:
+            data = Path(path).read_bytes()
+            importlib.machinery.SourceFileLoader("precompiled", path).source_to_code(data, path)
+        except (OSError, SyntaxError, ValueError):
+            continue

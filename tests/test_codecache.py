@@ -67,3 +67,24 @@ def test_a_rewritten_test_module_is_compiled_once_and_again_when_it_changes(
     exec(changed[1], namespace)  # noqa: S102 - the rewritten module: its assertion now fails
     with pytest.raises(AssertionError, match="assert 1 == 22"):
         namespace["test_it"]()  # type: ignore[operator]
+
+
+def test_a_precompiled_file_is_compiled_without_running_and_its_import_reuses_the_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    loader = importlib.machinery.SourceFileLoader
+    monkeypatch.setattr(loader, "source_to_code", loader.source_to_code)  # undone after the test
+    monkeypatch.setattr("sys.dont_write_bytecode", True)
+    path = tmp_path / "reference.py"
+    path.write_text("RAN = []\nRAN.append(1)\ndef value():\n    return 3\n")
+    compiled: list[str] = []
+    original = loader.source_to_code
+
+    def counting(self: object, data: bytes, where: str, *, _optimize: int = -1) -> object:
+        compiled.append(where)
+        return original(self, data, where, _optimize=_optimize)
+
+    monkeypatch.setattr(loader, "source_to_code", counting)
+    codecache.precompile([str(path), str(tmp_path / "missing.py")])  # a missing file is skipped
+    assert compiled == [str(path)]
+    module = _load(path)
+    assert module.value() == 3 and module.RAN == [1] and compiled == [str(path)]  # imported without compiling

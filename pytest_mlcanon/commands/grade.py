@@ -193,5 +193,5 @@ def _summary(book: Gradebook, out: Path, written: list[Path]) -> None:
     print(headline(book))
     for note in book.sandbox + book.notes:
         print(f"  {clean(note)}")
-    print(f"wrote {len(written)} files to {out}/ (gradebook.csv, gradebook.md, gradebook.json, report.html, "
-          f"feedback/, gradescope/) in {book.elapsed_s:.1f} s")
+    print(f"wrote {len(written)} files to {out}/ (gradebook.csv, gradebook-lms.csv, gradebook.md, gradebook.json, "
+          f"report.html, feedback/, gradescope/) in {book.elapsed_s:.1f} s")

@@ -57,11 +57,11 @@ def _preload() -> None:
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
-    _import_lazy_torch_modules()
+    _import_quietly(list(LAZY_TORCH_MODULES))
     import numpy.testing  # noqa: F401
     import pytest  # noqa: F401
 
-    _import_pytest_plugins()
+    _import_quietly([*_pytest_plugins(), *LAZY_MODULES])
     from pytest_mlcanon import catalog
 
     catalog.get(catalog.all_items()[0].slug)  # its data, read and checked once (no answer in it)
@@ -123,58 +123,24 @@ LAZY_TORCH_MODULES = ("torch._dynamo", "torch._refs", "torch._prims", "torch.dis
 LAZY_MODULES = ("pdb", "encodings.unicode_escape", "torch.utils.serialization")
 
 
-def _import_pytest_plugins() -> None:
-    import importlib
-
+def _pytest_plugins() -> list[str]:
+    """pytest's default plugins a job's ``pytest.main`` loads."""
     from _pytest.config import default_plugins
 
     from pytest_mlcanon.grade.child import UNUSED_PLUGINS
 
-    for name in [f"_pytest.{p}" for p in default_plugins if p not in UNUSED_PLUGINS] + ["_pytest._argcomplete",
-                                                                                          *LAZY_MODULES]:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001, S112 - absent from this pytest or Python: the child imports what it uses
-            continue
+    return [f"_pytest.{p}" for p in default_plugins if p not in UNUSED_PLUGINS] + ["_pytest._argcomplete"]
 
 
-def _compile_references(paths: list[str]) -> None:
-    """Compile the reference modules at ``paths`` (code a job may read: see the module docstring) and
-    have the import system take their code from here when a child imports them, as from a ``.pyc``:
-    only for the same bytes at the same path, so a changed file is compiled afresh."""
-    from importlib import machinery
-
-    for name in paths:
-        try:
-            data = Path(name).read_bytes()
-            _COMPILED[name] = (data, compile(data, name, "exec", dont_inherit=True))
-        except (OSError, SyntaxError, ValueError):
-            continue
-    loader = machinery.SourceFileLoader
-    if getattr(loader.source_to_code, "_mlcanon_cached", False):
-        return
-    original = loader.source_to_code
-
-    def source_to_code(self: Any, data: bytes, path: Any, *, _optimize: int = -1) -> Any:
-        known = _COMPILED.get(str(path))
-        if known is not None and _optimize == -1 and known[0] == data:
-            return known[1]
-        return original(self, data, path, _optimize=_optimize)
-
-    source_to_code._mlcanon_cached = True  # type: ignore[attr-defined]
-    loader.source_to_code = source_to_code  # type: ignore[method-assign,assignment]
-
-
-_COMPILED: dict[str, tuple[bytes, Any]] = {}
-
-
-def _import_lazy_torch_modules() -> None:
+def _import_quietly(names: list[str]) -> None:
+    """Import each module that exists; one missing from this torch, pytest or Python build is left for
+    the child to import if it uses it."""
     import importlib
 
-    for name in LAZY_TORCH_MODULES:
+    for name in names:
         try:
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001, S112 - an optional part of this torch build; the child imports it if used
+        except Exception:  # noqa: BLE001, S112 - an optional module: the child imports what it uses
             continue
 
 
@@ -221,7 +187,7 @@ def _serve(sock: socket.socket) -> None:
                 _fork(sock, message)
             elif message["op"] == "warm":
                 _rewrite(list(message["files"]))
-                _compile_references(list(message.get("references", [])))
+                codecache.precompile(list(message.get("references", [])))
                 if message.get("dispatch"):
                     from pytest_mlcanon.grade import forbidden
 
