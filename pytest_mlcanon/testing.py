@@ -30,6 +30,13 @@ if TYPE_CHECKING:
 #: can cost a few more; 16 leaves room for a different but equally good evaluation order.
 DEFAULT_ULPS = 16.0
 
+#: The smallest relative tolerance of a value check, whatever the dtype: float32's spacing. A float64
+#: check at 16 float64 ulps would reject correct code that adds the guard terms interviews write (an
+#: ``eps`` of up to 1e-8 under a norm, inside a log or a square root) or that takes a float32 step
+#: on the way; every classic mistake the canon's broken variants make moves a value by far more.
+#: float32 and coarser dtypes are above it already.
+FLOOR_RTOL = 2.0**-23
+
 
 @dataclass(frozen=True)
 class Tol:
@@ -64,13 +71,14 @@ def eps(dtype: Any) -> float:
 def tolerance(dtype: Any, magnitude: float, *, cond: float = 1.0, ulps: float = DEFAULT_ULPS) -> Tol:
     """The tolerance for comparing values computed in ``dtype`` whose size is about ``magnitude``.
 
-    ``atol = ulps * eps(dtype) * cond * magnitude`` and ``rtol = ulps * eps(dtype) * cond``: a few
-    ulps of the values compared, times the operation's condition number ``cond`` where the operation
-    amplifies rounding (a softmax of logits of size L is off by about ``eps * L`` in absolute terms, so
-    pass ``magnitude=L``; a solve of a system of condition k is off by about ``eps * k``). ``magnitude``
-    is floored at the smallest normal number, so a comparison with zeros is never exact.
+    ``atol = unit * cond * magnitude`` and ``rtol = unit * cond`` with ``unit = max(ulps * eps(dtype),
+    FLOOR_RTOL)``: a few ulps of the values compared (never tighter than float32's spacing), times the
+    operation's condition number ``cond`` where the operation amplifies rounding (a softmax of logits
+    of size L is off by about ``eps * L`` in absolute terms, so pass ``magnitude=L``; a solve of a
+    system of condition k is off by about ``eps * k``). ``magnitude`` is floored at the smallest
+    normal number, so a comparison with zeros is never exact.
     """
-    unit = ulps * eps(dtype) * max(float(cond), 1.0)
+    unit = max(ulps * eps(dtype), FLOOR_RTOL) * max(float(cond), 1.0)
     return Tol(atol=unit * max(abs(float(magnitude)), _TINY), rtol=unit)
 
 

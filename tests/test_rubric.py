@@ -526,6 +526,25 @@ def greedy(q, legal):
     return int(q.argmax())
 '''
     assert _numerics(tmp_path, sentinel, module="classical/decision_tree") == []
+    log_zero = '''
+import torch
+
+def optimum(ref, R, beta):
+    neg_inf = torch.full_like(ref, float("-inf"))
+    logits = torch.where(ref > 0, torch.log(ref) + R / beta, neg_inf)
+    return torch.softmax(logits, dim=-1)
+
+def optimum_inline(ref, R, beta):
+    logits = torch.where(ref > 0, torch.log(ref) + R / beta, float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+def masked(scores, allow, ref):
+    logits = torch.where(allow, torch.log(ref), float("-inf"))
+    return torch.softmax(logits, dim=-1)
+'''
+    # the -inf is log 0 where the reference has no mass (blind round 5, posttrain/dpo); a mask that is
+    # not the log's own positivity test is still a mask
+    assert _numerics(tmp_path, log_zero, module="posttrain/dpo") == [("NUM002", 16)]
     asked = '''
 import torch
 
@@ -552,7 +571,7 @@ def test_num100_fix_names_the_probe_condition() -> None:
     probe = Outcome("canon_tests/test_rl_ppo.py::test_approx_kl_is_accurate_for_tiny_log_ratios[float32]", "failed",
                     probe=True, message="assert 0.0 >= 4.9e-09", where=Location("practice/rl/ppo.py", 40))
     (finding,) = rubric.numerics.evaluate([], [probe], Settings()).findings
-    assert finding.hint == "make it hold: approx kl is accurate for tiny log ratios (float32)"
+    assert finding.hint == "make the probe pass: approx kl is accurate for tiny log ratios (float32)"
     assert "see the test" not in finding.hint
 
 

@@ -26,6 +26,18 @@ def test_never_tighter_than_the_spacing_of_the_values() -> None:
     assert np.spacing(np.float32(1e4)) > 1e-4  # why the magnitude matters
 
 
+def test_a_float64_check_admits_guard_terms_but_not_mistakes() -> None:
+    """float64 is compared no tighter than float32's spacing: an eps guard of 1e-8 under a norm or a
+    float32 step passes; a mistake that moves the value by 1e-5 does not."""
+    x = torch.randn(4, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    exact = torch.nn.functional.normalize(x, dim=-1)
+    assert_close(x / (x.norm(dim=-1, keepdim=True) + 1e-8), exact)
+    assert_close(x.float().double() / x.norm(dim=-1, keepdim=True), exact)
+    assert tolerance(np.float64, 1.0).rtol == 2.0**-23 == tolerance(np.float64, 1.0, ulps=1).rtol
+    with pytest.raises(AssertionError):
+        assert_close(exact * (1 + 1e-5), exact)
+
+
 def test_a_wrong_value_is_caught_and_described() -> None:
     with pytest.raises(AssertionError, match=r"margin at index \(1,\): got 2\.0, expected 2\.1 .*largest difference"):
         assert_close(np.array([1.0, 2.0]), np.array([1.0, 2.1]), what="margin")

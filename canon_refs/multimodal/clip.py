@@ -50,8 +50,8 @@ def clip_logits(image_emb: Tensor, text_emb: Tensor, logit_scale: Tensor | float
     """Scaled cosine similarities ``min(exp(logit_scale), max_scale) * norm(image) @ norm(text).T``.
 
     Args:
-        image_emb: ``(B, d)`` image embeddings (any norm; scaled here to unit L2 norm exactly, as
-            ``F.normalize`` does, with no epsilon added to the norm).
+        image_emb: ``(B, d)`` image embeddings (any norm; scaled here to unit L2 norm, as
+            ``F.normalize`` does; a guard eps of up to 1e-8 on the norm is fine).
         text_emb: ``(B_t, d)`` text embeddings (any norm; normalised the same way).
         logit_scale: ``()`` tensor (a parameter; gradients flow through it below the cap) or float.
         max_scale: the cap on ``exp(logit_scale)`` (> 0).

@@ -142,9 +142,26 @@ ORDER_OPS = frozenset({"argmax", "argmin", "argsort", "sort", "topk", "max", "mi
                        "maximum", "minimum", "nonzero", "isfinite", "isinf", "isneginf", "flatnonzero"})
 
 
+#: Logarithms: ``where(p > 0, log(p), -inf)`` writes the value the log has at zero, not a mask.
+LOGS = frozenset({"log", "log2", "log10"})
+
+
+def _log_of_zero(where: ast.AST, branch: ast.AST) -> bool:
+    """``where(cond, log(p) ..., -inf)`` (either order) with ``p`` read in ``cond``: the ``-inf`` is log 0,
+    the log-probability of an impossible entry, which the math asks for (a row of them is a row with no
+    mass, a precondition the caller checks)."""
+    if not _is_call_to(where, {"where"}) or len(where.args) != 3 or branch is where.args[0]:
+        return False
+    condition = where.args[0]
+    other = where.args[2] if branch is where.args[1] else where.args[1]
+    read = {ast.dump(n) for n in ast.walk(condition) if isinstance(n, (ast.Name, ast.Attribute))}
+    return any(_is_call_to(n, LOGS) and n.args and ast.dump(n.args[0]) in read for n in ast.walk(other))
+
+
 def _reaches_normaliser(fill: ast.AST, fn: ast.AST | None) -> bool:
     """Whether a ``-inf``-filled value can reach a softmax: inside one, or through the names it is
-    assigned to (not through an order-based use such as argmax), or returned to a caller."""
+    assigned to (not through an order-based use such as argmax, nor as log 0 beside a log), or
+    returned to a caller."""
     if fn is None:
         return True
     parents = {id(child): parent for parent in walk(fn) for child in ast.iter_child_nodes(parent)}
@@ -154,7 +171,7 @@ def _reaches_normaliser(fill: ast.AST, fn: ast.AST | None) -> bool:
         parent = parents[id(node)]
         if _is_call_to(parent, NORMALISERS):
             return True
-        if _is_call_to(parent, ORDER_OPS):
+        if _is_call_to(parent, ORDER_OPS) or _log_of_zero(parent, node):
             return False
         if isinstance(parent, ast.Return):
             return True
@@ -195,6 +212,12 @@ def _tainted_uses(node: ast.AST, tainted: set[str], whole: bool = False) -> bool
         current = stack.pop()
         if _is_call_to(current, ORDER_OPS):
             continue
+        if _is_call_to(current, {"where"}):
+            stack.extend(arg for arg in current.args if not (isinstance(arg, ast.Name) and arg.id in tainted
+                                                           and _log_of_zero(current, arg)))
+            stack.extend(k.value for k in current.keywords)
+            stack.append(current.func)
+            continue
         if whole and (isinstance(current, ast.Subscript) or _is_call_to(current, {"float", "int", "item", "bool"})):
             continue
         if isinstance(current, ast.Name) and current.id in tainted and isinstance(current.ctx, ast.Load):
@@ -220,7 +243,7 @@ def static_findings(source: Source) -> list[Finding]:
         assigned = assigned_in.get(id(node), {})
         if isinstance(node, ast.Call) and call_name(node) in MASK_FILLERS:
             values = [*node.args, *(k.value for k in node.keywords)]
-            if any(_is_neg_inf(v) for v in values):
+            if any(_is_neg_inf(v) and not _log_of_zero(node, v) for v in values):
                 if _reaches_normaliser(node, owner.get(id(node))):
                     out.append(finding("NUM002", where, node.lineno, what="mask filled with"))
             elif any(_huge_constant(v) for v in values):
@@ -275,7 +298,7 @@ def _probe_finding(probe: Outcome) -> Finding:
     if first is not None:
         return finding("NUM100", first.file, first.line, test=probe.name, condition=condition,
                        detail=f"first non-finite value here (# {first.comment}); {probe.message}",
-                       hint=f"keep this value finite on the probe's input, so that {condition}")
+                       hint=f"keep this value finite on the probe's input (the probe: {condition})")
     place = probe.where or Location(probe.nodeid, 0)
     return finding("NUM100", place.path, place.line, test=probe.name, condition=condition, detail=probe.message)
 

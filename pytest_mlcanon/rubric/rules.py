@@ -121,7 +121,8 @@ RULES: tuple[Rule, ...] = (
          hint="subtract the row max first (x - x.max(dim, keepdim=True)) or use softmax/logsumexp",
          miss="exp without subtracting the max"),
     Rule("NUM002", "numerics", "a mask filled with -inf that can reach a softmax (not a sentinel only argmax or sort "
-         "reads, nor an output the contract specifies with -inf: generation's top-k/top-p filters, retrieval padding)",
+         "reads, nor log 0 as in where(p > 0, log(p), -inf), nor an output the contract specifies with -inf: "
+         "generation's top-k/top-p filters, retrieval padding)",
          "a fully masked row becomes softmax(-inf, ..., -inf) = NaN, which leaks into gradients",
          "scores.masked_fill(~mask, float('-inf'))", "scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",
          message="{what} -inf before a softmax: a fully masked row softmaxes to NaN",
@@ -150,7 +151,7 @@ RULES: tuple[Rule, ...] = (
          "the probes are the inputs an interviewer tries after the happy path",
          "weights = scores.softmax(-1)  # NaN on an all-masked row", "finite mask value and zeros for empty rows",
          message="numerics probe {test} failed: {detail}",
-         hint="make it hold: {condition}",
+         hint="make the probe pass: {condition}",
          miss=None),
     Rule("API001", "api", "`.T` or `np.transpose` without axes on a 3-D or larger tensor, seen from a name's "
          "shape comment or, for any `.T` (an argument, a call result), from its operand's ndim at run time",
