@@ -207,8 +207,9 @@ def test_extreme_logits(dtype):
     assert all(torch.isfinite(out[key]) for key in LOSS_KEYS)
     out["loss"].backward()
     assert torch.isfinite(logits.grad).all() and torch.isfinite(values.grad).all()
-    # row 0 is deterministic (entropy 0), row 1 uniform (entropy ln 3)
-    assert_close(out["entropy"], math.log(3) / 2, what=f"entropy of logits of +-1e4 ({dtype})")
+    # row 0 is deterministic (entropy 0), row 1 uniform (entropy ln 3); log-probabilities of logits of
+    # size 1e4 carry an absolute error of eps * 1e4 (C8), torch's own Categorical(logits).entropy() too
+    assert_close(out["entropy"], math.log(3) / 2, magnitude=1e4, what=f"entropy of logits of +-1e4 ({dtype})")
 
 
 @pytest.mark.numerics_probe

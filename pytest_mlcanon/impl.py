@@ -187,7 +187,7 @@ def discover(cwd: Path) -> Path | None:
                     continue
                 (found if looks_like_canon(child) else next_frontier).append(child)
         if len(found) > 1:
-            listed = ", ".join(str(p.relative_to(cwd)) for p in found)
+            listed = listing([str(p.relative_to(cwd)) for p in found])
             raise ImplError(f"several learner directories under {cwd}: {listed}; choose one with --impl=PATH")
         if found:
             return found[0].resolve()
@@ -200,3 +200,9 @@ def _subdirs(folder: Path) -> list[Path]:
         return [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in SKIP_DIRS]
     except OSError:
         return []
+
+
+def listing(names: list[str], limit: int = 5) -> str:
+    """``a, b, c`` for a message: the first ``limit`` names, then how many more there are."""
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown} and {len(names) - limit} more"

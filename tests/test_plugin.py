@@ -74,6 +74,16 @@ def test_nonexistent_impl_is_one_clear_line(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["ERROR: --impl path 'nowhere' does not exist*"])
 
 
+def test_many_learner_directories_are_named_in_one_short_line(pytester: pytest.Pytester) -> None:
+    for n in range(12):
+        (pytester.path / f"try{n:02d}" / "posttrain").mkdir(parents=True)
+        (pytester.path / f"try{n:02d}" / "posttrain" / "dpo.py").write_text("")
+    result = pytester.runpytest("--canon-item=55")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: several learner directories under *: try00, try01, try02, try03, try04 "
+                                 "and 7 more; choose one with --impl=PATH"])
+
+
 def test_impl_one_level_too_deep_suggests_the_parent(pytester: pytest.Pytester, learner, monkeypatch) -> None:
     learner(copy=["posttrain/dpo"])
     result = pytester.runpytest("--canon-item=55", "--impl=practice/posttrain")

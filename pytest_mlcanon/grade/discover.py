@@ -131,7 +131,7 @@ def locate(folder: Path, flat: str = "") -> tuple[Path | None, str]:
                 elif child.name != REF_PACKAGE:
                     (found if _canon_like(child, budget) else next_frontier).append(child)
         if len(found) > 1:
-            listed = ", ".join(readable(str(p.relative_to(folder))) for p in found)
+            listed = impl.listing([readable(str(p.relative_to(folder))) for p in found])
             return None, f"several learner directories: {listed}; keep one"
         if found:
             return _inside(found[0], folder)
