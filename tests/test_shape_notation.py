@@ -156,9 +156,11 @@ def test_an_ellipsis_alone_is_any_shape_with_or_without_its_comma(text: str) -> 
     assert len(shape.dims) == 1 and shape.dims[0].is_ellipsis and shape.rank is None
 
 
-def test_a_one_dim_shape_without_its_comma_is_still_malformed() -> None:
-    with pytest.raises(shape_grammar.ShapeSyntaxError, match="trailing comma"):
-        shape_grammar.parse("(B)")
+@pytest.mark.parametrize("text", ["(n)", "(B*T)", "(n_q // 2)", "(B) or ()"])
+def test_a_one_dim_shape_may_leave_out_its_comma(text: str) -> None:
+    """``(n)`` is how most people write a 1-D shape (blind round 6); it reads as ``(n,)``."""
+    shape = shape_grammar.parse(text).values[0][0]
+    assert shape.rank == 1 and str(shape) == str(shape_grammar.parse(text.replace(")", ",)", 1)).values[0][0])
 
 
 def test_a_comment_in_words_is_not_a_shape_and_the_finding_says_what_is(tmp_path: Path) -> None:

@@ -63,7 +63,8 @@ def logistic_loss_and_grad(
     ``L = mean(logaddexp(0, z) - y*z) + (l2/2)||w||^2`` with ``z = X @ w + b``.
 
     Args:
-        w: ``(d,)`` weights. b: intercept (not penalised). X: ``(n, d)``. y: ``(n,)`` in {0, 1}.
+        w: ``(d,)`` weights. b: intercept (not penalised). X: ``(n, d)``. y: ``(n,)`` in {0, 1}, integer or
+            float (``[0., 1.]`` is valid).
         l2: >= 0.
 
     Returns:
@@ -108,7 +109,8 @@ class LogisticRegression:
         self.fit_intercept = bool(fit_intercept)
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> LogisticRegression:
-        """Run ``n_iter`` full-batch GD steps on ``X (n, d)``, ``y (n,)`` in {0, 1}; returns ``self``."""
+        """Run ``n_iter`` full-batch GD steps on ``X (n, d)``, ``y (n,)`` in {0, 1} (integer or float); returns
+        ``self``."""
         X = _check_features(X)                                        # (n, d)
         y = _check_binary_labels(y, X.shape[0])                       # (n,)
         w = np.zeros(X.shape[1])                                      # (d,)

@@ -6,7 +6,7 @@ the one C4 prints; ``tests/test_contract.py`` keeps the two the same).
     comment := "#" SP shapes [SP "each"] [note]
     shapes  := alts ("," SP? alts)*
     alts    := shape ((SP? "|" SP? | SP "or" SP) shape)*          # "(N, T) | (N,)", "(T, d) or (B, T, d)"
-    shape   := "()" | "(" item ",)" | "(" item ("," SP? item)+ [","] ")" | "list[" dim "]" | "scalar" | "None"
+    shape   := "()" | "(" item [","] ")" | "(" item ("," SP? item)+ [","] ")" | "list[" dim "]" | "scalar" | "None"
              | "(" member ("," SP? member)* ")"                   # a labelled tuple: "(logits (B, T, V), loss ())"
              | "same" [SP "shape"] SP "as" SP NAME               # "same shape as z": read, not checked at run time
     member  := LABEL SP alts [SP words] | LABEL                  # a bare label: a value whose shape is not stated
@@ -258,8 +258,9 @@ class _Parser:
         if self.peek(")") and dims[0].is_ellipsis:  # ``(...)``: any shape, as the stubs' docstrings write it
             self.eat(")")
             return Shape("tuple", tuple(dims))
-        if self.peek(")"):
-            raise self.error("a one-dim shape needs a trailing comma", f"write ({dims[0].text},)")
+        if self.peek(")"):  # ``(n)``: a one-dim shape written without its comma, as most people write it
+            self.eat(")")
+            return Shape("tuple", tuple(dims))
         while self.eat(","):
             self.skip_spaces()
             if self.peek(")"):
