@@ -106,6 +106,23 @@ def test_a_wrong_value_is_reported_at_the_learners_line_with_its_input(pytester:
     assert "pytest_mlcanon.testing.ValueMismatch" not in out
 
 
+def test_a_wrong_return_is_placed_at_the_learners_return_in_a_file_without_shape_comments(
+        pytester: pytest.Pytester, learner) -> None:
+    """No line of the learner's file is annotated: the ``return`` that produced the wrong value is still
+    the place the report names (a fresh-user trial saw the test file's decorator line instead)."""
+    good = (Path(__file__).resolve().parents[1] / "examples" / "learners" / "good" / "detection" / "boxes.py").read_text()
+    bare = "\n".join(re.sub(r"\s+# \(.*$", "", line) for line in good.splitlines()) + "\n"
+    wrong = bare.replace("return (inter / union.clamp_min(tiny)).to(boxes1.dtype)",
+                         "return (0.9 * inter / union.clamp_min(tiny)).to(boxes1.dtype)")
+    assert wrong != bare and "# (" not in wrong.split('"""')[-1]
+    learner(files={"detection/boxes": wrong})
+    line = next(n for n, text in enumerate(wrong.splitlines(), 1) if "0.9 * inter" in text)
+    result = pytester.runpytest("--canon-item=detection/boxes", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    found = re.findall(r"practice/detection/boxes\.py:(\d+): COR001 \w+ failed: box_iou\(", result.stdout.str())
+    assert found and set(found) == {str(line)}
+
+
 def test_the_learners_own_classes_are_not_presented_as_the_references(pytester: pytest.Pytester, learner) -> None:
     raising = GOOD_ATTENTION.replace('        raise ValueError(f"scale must be finite and > 0, got {scale}")',
                                      '        raise ScaleError(f"scale must be finite and > 0, got {scale}")')

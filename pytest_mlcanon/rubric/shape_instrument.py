@@ -3,7 +3,7 @@ jaxtyping does), instead of tracing every line: the overhead is one call per ann
 
 The redirect's loader compiles a learner (or reference) file through ``instrument``:
 
-* every function (and the module and class bodies) that holds annotated statements opens a
+* every function (and the module body) that holds annotated statements or returns a value opens a
   ``Scope``, which binds symbolic dims for that call;
 * after ``x = ...  # (B, T, d)`` it inserts ``__mlcanon_scope.check(LINE, (x,))``;
 * ``return y  # (B,)`` becomes ``return __mlcanon_scope.ret(LINE, y)``, and a return without a
@@ -335,10 +335,10 @@ class Runtime:
 
 def instrument(source: Source, path: str, recorder: Recorder) -> tuple[ast.Module, Runtime | None]:
     """The instrumented module AST and its runtime, which records into ``recorder``; ``(tree, None)``
-    when nothing is annotated and no ``.T`` is read."""
+    when nothing is annotated, nothing is returned and no ``.T`` is read."""
     table = annotated_statements(source)
     tree = ast.parse(source.text, filename=path)
-    if not table and not any(_reads_T(node) for node in ast.walk(tree)):
+    if not table and not any(_reads_T(node) or isinstance(node, ast.Return) for node in ast.walk(tree)):
         return tree, None
     _Rewriter(table).visit(tree)
     ast.fix_missing_locations(tree)
@@ -359,15 +359,19 @@ def _call(method: str, *args: ast.expr) -> ast.Call:
 
 
 class _Rewriter(ast.NodeTransformer):
-    """Opens a scope in each module or function body that owns annotated statements, and instruments
-    those statements. Class bodies are left alone (a scope there would become a class attribute)."""
+    """Opens a scope in each module or function body that owns annotated statements or returns a value,
+    and instruments those statements and returns. Class bodies are left alone (a scope there would become a class attribute)."""
 
     def __init__(self, table: dict[int, Annotated]) -> None:
         self.table = table
         self.scoped: list[bool] = []
 
-    def _owns_annotations(self, node: ast.AST) -> bool:
-        return any(isinstance(child, ast.stmt) and child.lineno in self.table for child in _own_nodes(node))
+    def _owns_scope(self, node: ast.AST) -> bool:
+        """A body opens a scope when it holds annotated statements, or returns a value (so a failed
+        value check can name the learner's ``return`` line even where no line of the function is
+        annotated)."""
+        return any(isinstance(child, ast.stmt) and (child.lineno in self.table or isinstance(child, ast.Return)
+                                                    and child.value is not None) for child in _own_nodes(node))
 
     def _open_scope(self, node: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         body = node.body
@@ -389,7 +393,7 @@ class _Rewriter(ast.NodeTransformer):
         body.append(commit)
 
     def _visit_owner(self, node: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
-        owns = self._owns_annotations(node)
+        owns = self._owns_scope(node)
         self.scoped.append(owns)
         self.generic_visit(node)
         self.scoped.pop()
