@@ -541,6 +541,7 @@ class ItemEvidence:
     coverage: Mapping[str, tuple[int, ...]] | None = None
     timing: Timing | None = None
     recheck: RecheckFailure | None = None
+    built_on: tuple[str, ...] = ()  # the learner's own modules of the items this item builds on
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -554,6 +555,7 @@ class ItemEvidence:
                          if self.coverage is not None else None),
             "timing": self.timing.to_json() if self.timing is not None else None,
             "recheck": self.recheck.to_json() if self.recheck is not None else None,
+            "built_on": [clip(f, MAX_NAME) for f in _clipped(self.built_on)],
         }
 
     @classmethod
@@ -568,6 +570,7 @@ class ItemEvidence:
             _coverage(coverage) if coverage is not None else None,
             Timing.from_json(timing) if timing is not None else None,
             RecheckFailure.from_json(recheck) if recheck is not None else None,
+            f.names("built_on"),
         )
 
 

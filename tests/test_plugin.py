@@ -557,6 +557,19 @@ def test_a_dependency_still_a_stub_comes_from_the_reference(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(["*from the reference (not written in your folder): classical/knn.py (still a stub*"])
 
 
+def test_a_dependency_the_learner_wrote_is_named_as_theirs(pytester: pytest.Pytester, learner) -> None:
+    """k-means runs the learner's own knn.py: the report says so, so a failure there is looked for there
+    (blind round 6: DETR failed through the learner's boxes.py and nothing named it)."""
+    learner(copy=["classical/kmeans", "classical/knn"])
+    report = pytester.path / "report.json"
+    result = pytester.runpytest("--canon-item=classical/kmeans", "--impl=practice", "-q", "-p", "no:randomly",
+                                f"--canon-report=json:{report}")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    (item,) = json.loads(report.read_text())["items"]
+    assert item["fallback"] == [] and item["built_on"] == ["classical/knn.py (#4 classical/knn)"]
+    result.stdout.fnmatch_lines(["*also runs your files: classical/knn.py (#4 classical/knn) (a failure may start there)*"])
+
+
 def test_a_module_two_dependencies_share_is_listed_once(pytester: pytest.Pytester, learner) -> None:
     """DPO builds on #29 and #30, which both live in ``transformer/blocks.py``: the list of modules
     that came from the reference names that module once, with both items (it listed it twice)."""

@@ -59,7 +59,7 @@ def test_grammar_accepts_the_notation_of_the_stubs(comment: str, text: str, note
     assert (str(parsed), parsed.free_text) == (text, note)
 
 
-@pytest.mark.parametrize("comment, hint", [("(N)", "write (N,)"), ("(B, T", ""), ("(B, T)x", "`# (B, T); note`"),
+@pytest.mark.parametrize("comment, hint", [("(B, T", ""), ("(B, T)x", "`# (B, T); note`"),
                                            ("(..., T, ...)", ""), ("(B, 1.5)", ""), ("(B, T % 2)", "")])
 def test_grammar_rejects_malformed_comments(comment: str, hint: str) -> None:
     with pytest.raises(shape_grammar.ShapeSyntaxError) as info:

@@ -32,6 +32,8 @@ def item_lines(item: ItemScore, limit: int | None) -> list[str]:
         lines.append("files: " + ", ".join(item.files))
     if item.fallback:
         lines.append("from the reference (not written in your folder): " + ", ".join(item.fallback))
+    if item.built_on:
+        lines.append("also runs your files: " + ", ".join(item.built_on) + " (a failure may start there)")
     if item.tests:
         lines.append("tests: " + ", ".join(f"{v} {k}" for k, v in item.tests.items() if v))
     for axis in AXES:

@@ -125,6 +125,7 @@ class ItemScore:
     status: Status
     files: list[str] = field(default_factory=list)
     fallback: list[str] = field(default_factory=list)  # modules of the item taken from the reference
+    built_on: list[str] = field(default_factory=list)  # the learner's modules of the items it builds on
     axes: dict[str, AxisResult] = field(default_factory=dict)
     error: str = ""
     tests: dict[str, int] = field(default_factory=dict)

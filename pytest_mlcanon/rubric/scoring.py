@@ -63,7 +63,8 @@ def score(evidence: ItemEvidence, sources: ItemSources, settings: Settings) -> I
     item = sources.item
     result = ItemScore(item.number, item.slug, item.title, evidence.status,
                        files=[sources.display(f) for f in evidence.files], error=evidence.detail,
-                       fallback=list(evidence.fallback), left_out=evidence.left_out)
+                       fallback=list(evidence.fallback), built_on=list(evidence.built_on),
+                       left_out=evidence.left_out)
     if not evidence.status.scored:
         return result
     outcomes = [_shown(o, sources) for o in evidence.outcomes]

@@ -54,6 +54,7 @@ class Collect:
                 continue
             state.files = {name: path for name, path in state.files.items() if not redirect.untouched_stub(path)}
             state.fallback = self._fallbacks(item)
+            state.built_on = self._built_on(item)
             state.detail = self._import_error(item)
             if state.detail:
                 state.status = Status.ERROR
@@ -70,6 +71,12 @@ class Collect:
                 names = " and ".join(f"#{other.number} {other.slug}" for other in others)
                 served.append(f"{module}.py ({why}; {names}, which this item builds on)")
         return tuple(served)
+
+    def _built_on(self, item: catalog.Item) -> tuple[str, ...]:
+        """The learner's own modules of the items this item builds on: a failure here may start there."""
+        impl = self.run.impl
+        return tuple(f"{module}.py ({' and '.join(f'#{o.number} {o.slug}' for o in others)})"
+                     for module, others in catalog.modules_built_on(item).items() if not impl.unwritten(module))
 
     def _import_error(self, item: catalog.Item) -> str:
         """Import the item's modules once; a failure becomes a one-line verdict naming file:line."""

@@ -35,6 +35,7 @@ class ItemState:
     status: Status = Status.PENDING
     detail: str = ""  # why it will not run
     fallback: tuple[str, ...] = ()  # modules of the item the reference stands in for
+    built_on: tuple[str, ...] = ()  # the learner's modules of the items this one builds on
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     shapes: ShapeTrace = field(default_factory=ShapeTrace)
     expected: dict[str, None] = field(default_factory=dict)  # test ids selected to run (after every
@@ -75,7 +76,8 @@ class ItemState:
         if coverage is not None:
             executed = {name: tuple(sorted(coverage.get(path, ()))) for path, name in self.by_path.items()}
         return ItemEvidence(self.item.slug, status, detail, tuple(self.files), self.fallback,
-                            tuple(self.outcomes.values()), self.shapes, left_out, executed)
+                            tuple(self.outcomes.values()), self.shapes, left_out, executed,
+                            built_on=self.built_on)
 
 
 class CanonRun:
