@@ -68,17 +68,19 @@ def eps(dtype: Any) -> float:
     return table.get(name, 2.0**-52)
 
 
-def tolerance(dtype: Any, magnitude: float, *, cond: float = 1.0, ulps: float = DEFAULT_ULPS) -> Tol:
+def tolerance(dtype: Any, magnitude: float, *, cond: float = 1.0, ulps: float = DEFAULT_ULPS,
+              floor: float = FLOOR_RTOL) -> Tol:
     """The tolerance for comparing values computed in ``dtype`` whose size is about ``magnitude``.
 
     ``atol = unit * cond * magnitude`` and ``rtol = unit * cond`` with ``unit = max(ulps * eps(dtype),
-    FLOOR_RTOL)``: a few ulps of the values compared (never tighter than float32's spacing), times the
+    floor)``: a few ulps of the values compared (by default never tighter than float32's spacing,
+    ``FLOOR_RTOL``; a caller whose ``cond`` already states its whole allowance passes 0), times the
     operation's condition number ``cond`` where the operation amplifies rounding (a softmax of logits
     of size L is off by about ``eps * L`` in absolute terms, so pass ``magnitude=L``; a solve of a
     system of condition k is off by about ``eps * k``). ``magnitude`` is floored at the smallest
     normal number, so a comparison with zeros is never exact.
     """
-    unit = max(ulps * eps(dtype), FLOOR_RTOL) * max(float(cond), 1.0)
+    unit = max(ulps * eps(dtype), floor) * max(float(cond), 1.0)
     return Tol(atol=unit * max(abs(float(magnitude)), _TINY), rtol=unit)
 
 

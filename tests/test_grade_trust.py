@@ -156,6 +156,14 @@ def test_python_floats_from_float32_inputs_get_float32_tolerance() -> None:
     assert compare.compare(0.0752918, 0.0852918, "r", context) != []
 
 
+def test_a_float64_answer_is_compared_near_float32_spacing_not_looser() -> None:
+    """The tests' float32-spacing floor stays out of the re-check's own allowance (COND), which would
+    otherwise multiply it into a tolerance above the value itself."""
+    assert compare.compare(0.5, 0.5 * (1 + 1e-8), "r") == []
+    assert compare.compare(0.5, 0.5 * (1 + 1e-5), "r") != []
+    assert compare.compare(0.5, 0.6, "r") != []
+
+
 def test_a_masked_value_is_the_same_as_minus_infinity() -> None:
     masked = torch.tensor([0.5, float("-inf")])
     lowest = torch.tensor([0.5, torch.finfo(torch.float32).min])
