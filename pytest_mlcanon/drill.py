@@ -179,14 +179,19 @@ class Started:
     passes_before: int
     allowed_min: float
     warnings: list[str]
+    kept: bool = False  # the item was being drilled: its clock, hints and files were left as they were
 
     @property
     def first(self) -> bool:
         return self.passes_before == 0
 
 
-def start(root: Path, item: catalog.Item, practice: str | None) -> Started:
+def start(root: Path, item: catalog.Item, practice: str | None, *, restart: bool = False) -> Started:
     """``mlcanon drill``: write the item's fresh stub (archiving work it replaces) and start its clock.
+
+    An item already being drilled (``progress.drilling``: its clock runs on an attempt not passed yet)
+    whose practice files are all there is left alone, clock, hint count and files, and the result says
+    so (``kept``), unless ``restart`` (``mlcanon mock``'s fresh stub) asks for a new attempt anyway.
 
     Raises DrillError, StateError, SettingsError or NoReferenceError on bad input, OSError when a
     file cannot be written.
@@ -201,14 +206,18 @@ def start(root: Path, item: catalog.Item, practice: str | None) -> Started:
     now = progress.now()
     with progress.session(root) as current:
         entry = current.entry(item.slug)
-        clock = progress.start_clock(entry, now)
+        running = progress.drilling(entry)
+        kept = running is not None and not restart and all(sandbox.file(m).is_file() for m in item.modules)
+        clock = running if kept and running is not None else progress.start_clock(entry, now)
         progress.remember_practice(current, item.slug, sandbox.name)
         passes = progress.passes_before(entry, clock.attempt)
         warnings = [*known.warnings, *current.warnings]
+    allowed = item.minutes * (factor if passes == 0 else 1.0)
+    if kept:
+        return Started(sandbox, [], clock, passes, allowed, warnings, kept=True)
     # the clock first, then the file: whoever sees the fresh stub appear (`mlcanon watch` in another
     # terminal) finds its attempt already started
     written = sandbox.fresh_stub(item, now)
-    allowed = item.minutes * (factor if passes == 0 else 1.0)
     return Started(sandbox, written, clock, passes, allowed, warnings)
 
 
