@@ -199,9 +199,7 @@ def start(root: Path, item: catalog.Item, practice: str | None, *, restart: bool
     from pytest_mlcanon.settings import read_pyproject, resolve
 
     known = progress.snapshot(root)
-    sandbox = Sandbox.at(root, practice, must_exist=False,
-                         remembered=progress.remembered_practice(known, [item.slug]))
-    sandbox.require_drillable(item)
+    sandbox = prepare(root, item, practice, known)
     factor = resolve(cli={}, ini={}, pyproject=read_pyproject(root)).first_attempt_factor
     now = progress.now()
     with progress.session(root) as current:
@@ -219,6 +217,14 @@ def start(root: Path, item: catalog.Item, practice: str | None, *, restart: bool
     # terminal) finds its attempt already started
     written = sandbox.fresh_stub(item, now)
     return Started(sandbox, written, clock, passes, allowed, warnings)
+
+
+def prepare(root: Path, item: catalog.Item, practice: str | None, known: progress.Session) -> Sandbox:
+    """Where a drill of ``item`` writes its stub (``--practice``, else where it was drilled, as ``known``
+    remembers), once the installed canon is known to have the item. Changes nothing."""
+    sandbox = Sandbox.at(root, practice, must_exist=False, remembered=progress.remembered_practice(known, [item.slug]))
+    sandbox.require_drillable(item)
+    return sandbox
 
 
 def checkable(root: Path, selector: str, practice: str | None) -> tuple[list[catalog.Item], Sandbox, list[str]]:
