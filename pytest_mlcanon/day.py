@@ -46,6 +46,7 @@ class Day:
     summary: progress.ItemProgress  # today's item's progress
     checked_today: Last | None
     passed_today: tuple[Last, ...] = ()  # items whose latest check, made today, passed
+    drilling: progress.Clock | None = None  # today's item's attempt under way (``progress.drilling``)
 
 
 def start_of_day(now: float) -> float:
@@ -64,13 +65,6 @@ def last_attempts(current: progress.Session) -> list[Last]:
     return sorted(found, key=lambda last: last.end)
 
 
-def _attempt_passed(entry: dict[str, object], attempt: int) -> bool:
-    """True when the record of ``attempt`` says it passed (the attempt is over; its clock idles)."""
-    records = entry.get("attempts", [])
-    return isinstance(records, list) and any(
-        isinstance(r, dict) and r.get("attempt") == attempt and r.get("passed") for r in records)
-
-
 def plan_day(current: progress.Session, now: float, available: Callable[[catalog.Item], bool]) -> Day:
     """Yesterday's item and today's, from the attempt history in ``current``."""
     midnight = start_of_day(now)
@@ -79,9 +73,8 @@ def plan_day(current: progress.Session, now: float, available: Callable[[catalog
     today_checks = [last for last in lasts if last.end >= midnight]
     yesterday = before[-1] if before else None
     summaries = {i.number: progress.summarize(current.peek(i.slug)) for i in catalog.all_items()}
-    running = [(s.running.start, i) for i in catalog.all_items()
-               if (s := summaries[i.number]).running is not None and s.running.start >= midnight
-               and not _attempt_passed(current.peek(i.slug), s.running.attempt)]
+    running = [(c.start, i) for i in catalog.all_items()
+               if (c := progress.drilling(current.peek(i.slug))) is not None and c.start >= midnight]
     checked = today_checks[-1] if today_checks else None
     passed = tuple(c for c in today_checks if c.passed)
     open_check = [(checked.end, checked.item)] if checked is not None and not checked.passed else []
@@ -100,4 +93,5 @@ def plan_day(current: progress.Session, now: float, available: Callable[[catalog
         why = pick.reason if pick else ""
     mine = checked if checked is not None and item is not None and checked.item.number == item.number else None
     summary = summaries[item.number] if item is not None else progress.ItemProgress()
-    return Day(yesterday, item, why, summary, mine, passed)
+    under_way = progress.drilling(current.peek(item.slug)) if item is not None else None
+    return Day(yesterday, item, why, summary, mine, passed, under_way)

@@ -179,14 +179,19 @@ class Started:
     passes_before: int
     allowed_min: float
     warnings: list[str]
+    kept: bool = False  # the item was being drilled: its clock, hints and files were left as they were
 
     @property
     def first(self) -> bool:
         return self.passes_before == 0
 
 
-def start(root: Path, item: catalog.Item, practice: str | None) -> Started:
+def start(root: Path, item: catalog.Item, practice: str | None, *, restart: bool = False) -> Started:
     """``mlcanon drill``: write the item's fresh stub (archiving work it replaces) and start its clock.
+
+    An item already being drilled (``progress.drilling``: its clock runs on an attempt not passed yet)
+    whose practice files are all there is left alone, clock, hint count and files, and the result says
+    so (``kept``), unless ``restart`` (``mlcanon mock``'s fresh stub) asks for a new attempt anyway.
 
     Raises DrillError, StateError, SettingsError or NoReferenceError on bad input, OSError when a
     file cannot be written.
@@ -194,22 +199,32 @@ def start(root: Path, item: catalog.Item, practice: str | None) -> Started:
     from pytest_mlcanon.settings import read_pyproject, resolve
 
     known = progress.snapshot(root)
-    sandbox = Sandbox.at(root, practice, must_exist=False,
-                         remembered=progress.remembered_practice(known, [item.slug]))
-    sandbox.require_drillable(item)
+    sandbox = prepare(root, item, practice, known)
     factor = resolve(cli={}, ini={}, pyproject=read_pyproject(root)).first_attempt_factor
     now = progress.now()
     with progress.session(root) as current:
         entry = current.entry(item.slug)
-        clock = progress.start_clock(entry, now)
+        running = progress.drilling(entry)
+        kept = running is not None and not restart and all(sandbox.file(m).is_file() for m in item.modules)
+        clock = running if kept and running is not None else progress.start_clock(entry, now)
         progress.remember_practice(current, item.slug, sandbox.name)
         passes = progress.passes_before(entry, clock.attempt)
         warnings = [*known.warnings, *current.warnings]
+    allowed = item.minutes * (factor if passes == 0 else 1.0)
+    if kept:
+        return Started(sandbox, [], clock, passes, allowed, warnings, kept=True)
     # the clock first, then the file: whoever sees the fresh stub appear (`mlcanon watch` in another
     # terminal) finds its attempt already started
     written = sandbox.fresh_stub(item, now)
-    allowed = item.minutes * (factor if passes == 0 else 1.0)
     return Started(sandbox, written, clock, passes, allowed, warnings)
+
+
+def prepare(root: Path, item: catalog.Item, practice: str | None, known: progress.Session) -> Sandbox:
+    """Where a drill of ``item`` writes its stub (``--practice``, else where it was drilled, as ``known``
+    remembers), once the installed canon is known to have the item. Changes nothing."""
+    sandbox = Sandbox.at(root, practice, must_exist=False, remembered=progress.remembered_practice(known, [item.slug]))
+    sandbox.require_drillable(item)
+    return sandbox
 
 
 def checkable(root: Path, selector: str, practice: str | None) -> tuple[list[catalog.Item], Sandbox, list[str]]:

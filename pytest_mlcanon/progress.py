@@ -259,6 +259,20 @@ def start_clock(entry: dict[str, Any], now: float, source: str = "drill") -> Clo
     return started
 
 
+def attempt_passed(entry: dict[str, Any], attempt: int) -> bool:
+    """True when the record of ``attempt`` says it passed (the attempt is over; its clock idles)."""
+    records = entry.get("attempts", [])
+    return isinstance(records, list) and any(
+        isinstance(r, dict) and r.get("attempt") == attempt and r.get("passed") for r in records)
+
+
+def drilling(entry: dict[str, Any]) -> Clock | None:
+    """The clock of the attempt under way: running and not passed yet (a passed attempt's clock idles
+    until the next drill starts a new one); None when the item is not being drilled."""
+    running = clock(entry)
+    return running if running is not None and not attempt_passed(entry, running.attempt) else None
+
+
 def stop_clock(entry: dict[str, Any]) -> Clock | None:
     """Stop the item's clock (``mlcanon reset``); returns the clock that was running."""
     running = clock(entry)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_mlcanon import catalog, codecache
+from pytest_mlcanon.evidence import EvidenceError, Status
 
 GRACE_S = 1.0
 MIN_TIMEOUT_S = 10.0
@@ -69,9 +70,10 @@ class ItemVerdict:
 
     number: int
     slug: str
-    status: str
+    status: Status
     score: int | None
     verdict: str
+    axes_failed: tuple[str, ...] = ()  # the rubric's axes that said no (a scored item's)
 
     @property
     def text(self) -> str:
@@ -118,14 +120,16 @@ def _signal_name(number: int | None) -> str:
         return f"signal {number}"
 
 
-def check_args(items: Sequence[catalog.Item], practice: Path, strict: bool, root: Path) -> list[str]:
+def check_args(items: Sequence[catalog.Item], practice: Path, strict: bool, root: Path, *,
+               timed: bool = True) -> list[str]:
     """The pytest arguments of ``mlcanon check``: the items, the learner's directory, timed, and pytest's
     cache in the learner's repo root (``state.find_root``), so a check run from a subfolder leaves no
     ``.pytest_cache`` there and ``--lf`` reads one cache from any folder. (The rootdir stays pytest's
-    own choice: node ids are shown relative to it.)"""
+    own choice: node ids are shown relative to it.) Without ``timed`` the same check records nothing
+    (a sped-up ``mlcanon mock``)."""
     selector = ",".join(item.slug for item in items)
-    return [f"--canon-item={selector}", f"--impl={practice}", "--timed=strict" if strict else "--timed",
-            "-o", f"cache_dir={root / '.pytest_cache'}"]
+    timer = ["--timed=strict" if strict else "--timed"] if timed else []
+    return [f"--canon-item={selector}", f"--impl={practice}", *timer, "-o", f"cache_dir={root / '.pytest_cache'}"]
 
 
 # -- the warm process -------------------------------------------------------------------------------------
@@ -352,12 +356,15 @@ def _kill_group(pgid: int, sig: signal.Signals = signal.SIGKILL) -> None:
 
 def read_verdicts(report: Path) -> tuple[ItemVerdict, ...]:
     """The items' verdicts from the JSON report (``--canon-report=json:PATH``); () when unreadable."""
+    from pytest_mlcanon.rubric.model import AXES
+
     try:
         data: Any = json.loads(report.read_text(encoding="utf-8"))
-        return tuple(ItemVerdict(int(i["number"]), str(i["slug"]), str(i["status"]),
-                                 i["score"] if isinstance(i.get("score"), int) else None, str(i["verdict"]))
+        return tuple(ItemVerdict(int(i["number"]), str(i["slug"]), Status.from_json(i["status"]),
+                                 i["score"] if isinstance(i.get("score"), int) else None, str(i["verdict"]),
+                                 tuple(a for a in AXES if a in i["axes"] and not i["axes"][a]["passed"]))
                      for i in data["items"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, EvidenceError):
         return ()
 
 

@@ -189,6 +189,22 @@ def test_mlcanon_dashboard_writes_the_page(history: Path, capsys: pytest.Capture
     assert (history / "site" / "me.html").is_file()
 
 
+def test_mlcanon_dashboard_from_a_subfolder_uses_the_repos_one_state(
+        history: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run from notes/, it reads and writes the repo root's .mlcanon/: no notes/.mlcanon/ to shadow the history."""
+    (history / "notes").mkdir()
+    monkeypatch.chdir(history / "notes")
+    assert cli.main(["dashboard"]) == 0
+    assert capsys.readouterr().out == "wrote ../.mlcanon/dashboard.html: 8 of 60 items attempted, 7 passed, 3 due now\n"
+    check_page((history / ".mlcanon" / "dashboard.html").read_text())
+    assert not (history / "notes" / ".mlcanon").exists()
+    assert cli.main(["dashboard", "--out", "me.html"]) == 0  # a typed path is from where it was typed
+    assert (history / "notes" / "me.html").is_file() and not (history / "notes" / ".mlcanon").exists()
+    with pytest.raises(SystemExit):
+        cli.main(["dashboard", "--help"])
+    assert "current directory" not in capsys.readouterr().out
+
+
 def test_mlcanon_dashboard_bad_input_is_one_line_and_exit_2(history: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     (history / "site").mkdir()

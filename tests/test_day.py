@@ -92,6 +92,9 @@ def test_today_follows_the_clock_started_today(repo: Path, capsys: pytest.Captur
     out = capsys.readouterr().out
     assert "#19 detection/nms" in out and "why today: its clock started today" in out
     assert "clock: attempt 1 running since" in out
+    # already drilling: a drill now would do nothing, so the day says what to do instead
+    assert "already drilling (attempt 1): write it, then mlcanon check detection/nms" in out
+    assert "mlcanon drill detection/nms" not in out
     assert explain.follow_up(catalog.get(19))[:40] in out
 
 
@@ -128,6 +131,25 @@ def test_diff_prefers_the_practice_file_while_it_holds_work(repo: Path, capsys: 
     assert "-def dpo_loss_mine(" in out
     assert cli.main(["diff", "55", "--archived"]) == 2  # nothing archived yet
     assert "no attempt of #55 posttrain/dpo in .mlcanon/attempts/" in capsys.readouterr().err
+
+
+def test_diff_of_an_item_under_way_whose_stub_is_untouched_says_so(repo: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["drill", "55"]) == 0
+    shutil.copy(GOOD_DPO, repo / "practice" / "posttrain" / "dpo.py")
+    assert cli.main(["reset", "55"]) == 0 and cli.main(["drill", "55"]) == 0  # an older attempt is kept
+    start = progress.clock(progress.snapshot(repo).peek("posttrain/dpo"))
+    assert start is not None
+    capsys.readouterr()
+    assert cli.main(["diff", "55"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"mlcanon diff: nothing written yet for #55 posttrain/dpo; its stub is untouched (attempt 1, "
+                   f"drilling since {datetime.fromtimestamp(start.start):%H:%M}): write it, then "
+                   "`mlcanon check posttrain/dpo`; `--archived` shows your last kept attempt\n")
+    assert "mlcanon drill" not in err
+    assert cli.main(["diff", "55", "--archived"]) == 0  # the kept attempt, when asked for
+    (repo / "practice" / "posttrain" / "dpo.py").write_text(GOOD_DPO.read_text().replace("def dpo_loss(", "def x("))
+    assert cli.main(["diff", "55", "--unified"]) == 0  # once written, the attempt under way is diffed
 
 
 @pytest.mark.parametrize("argv", [["diff", "posttrain/dpo"], ["diff", "posttrain/dop"], ["diff", "55", "--width", "10"],

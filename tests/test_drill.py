@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -217,18 +218,50 @@ def test_drill_writes_the_stub_starts_the_clock_and_says_what_to_do(
     assert clock["attempt"] == 1 and clock["source"] == "drill"
 
 
-def test_drilling_again_keeps_the_previous_work_and_restarts_the_clock(
+def test_drilling_again_after_a_pass_keeps_the_previous_work_and_starts_the_next_attempt(
         repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["drill", "55"]) == 0
     target = repo / "practice" / "posttrain" / "dpo.py"
     shutil.copy(GOOD_DPO, target)
+    with progress.session(repo) as current:  # attempt 1 passed: its clock idles, the item is no longer drilled
+        entry = current.entry("posttrain/dpo")
+        running = progress.clock(entry)
+        assert running is not None
+        progress.record_check(entry, running, progress.Check(True, 5, (), 3.0, 30.0, 15, False), progress.now())
     assert cli.main(["drill", "55"]) == 0
     out = capsys.readouterr().out
     (archived,) = (repo / ".mlcanon" / "attempts").rglob("dpo.py")
     assert archived.read_text() == GOOD_DPO.read_text()
     assert f"your previous file is kept in {archived.relative_to(repo)}" in out
     assert stubs.unimplemented(target)
-    assert read_progress(repo)["items"]["posttrain/dpo"]["clock"]["attempt"] == 1  # never checked: same number
+    assert read_progress(repo)["items"]["posttrain/dpo"]["clock"]["attempt"] == 2
+
+
+def test_drilling_an_item_under_way_keeps_its_clock_hints_and_file(
+        repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trial: `mlcanon today` said drill, the learner drilled again mid-attempt, and the clock restarted
+    (15:23 -> 15:33) and the hint count was gone. A drill of an item under way changes nothing and says so."""
+    start = datetime(2026, 3, 2, 15, 23).timestamp()
+    monkeypatch.setattr(progress, "now", lambda: start)
+    assert cli.main(["drill", "55"]) == 0
+    assert cli.main(["hint", "55", "--level", "3"]) == 0
+    target = repo / "practice" / "posttrain" / "dpo.py"
+    target.write_text(dpo_without_the_label_shift())  # half-way through
+    before = read_progress(repo)
+    capsys.readouterr()
+    monkeypatch.setattr(progress, "now", lambda: start + 12 * 60)
+    assert cli.main(["drill", "55"]) == 0
+    assert capsys.readouterr().out == (
+        "#55 posttrain/dpo: already drilling since 15:23 (attempt 1, 12 min, hint level 3 used); clock and file "
+        "kept: write it, then `mlcanon check posttrain/dpo`; `mlcanon reset posttrain/dpo` starts over\n")
+    assert read_progress(repo) == before
+    assert before["items"]["posttrain/dpo"]["clock"]["hints"] == 3
+    assert target.read_text() == dpo_without_the_label_shift()
+    assert not (repo / ".mlcanon" / "attempts").exists()
+    assert cli.main(["reset", "55"]) == 0 and cli.main(["drill", "55"]) == 0  # starting over, as it says
+    clock = read_progress(repo)["items"]["posttrain/dpo"]["clock"]
+    assert clock["attempt"] == 1 and "hints" not in clock  # never checked: the same number, a fresh start
+    assert progress.timestamp(clock["start"]) == start + 12 * 60
 
 
 def test_drilling_a_shared_module_says_which_items_it_holds(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:

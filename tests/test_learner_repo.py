@@ -59,6 +59,13 @@ def test_following_the_advice_from_a_subfolder_keeps_one_state(from_subfolder: P
     assert cli.main(["misslog"]) == 0
     assert "no miss log yet (../.mlcanon/misslog.md)" in capsys.readouterr().out
     assert cli.main(["plan"]) == 0
+    # the rest of the practice commands, from the subfolder too: none starts a second .mlcanon/ there
+    for argv in (["today"], ["dashboard"], ["shapes", "9"], ["makefile"]):
+        assert cli.main(argv) == 0, argv
+    assert cli.main(["diff", "posttrain/dpo"]) == 2  # drilling, the stub untouched: nothing to diff yet
+    assert "nothing written yet for #55 posttrain/dpo" in capsys.readouterr().err
+    assert state_folders(root) == [".mlcanon", "practice"]
+    assert (root / ".mlcanon" / "dashboard.html").is_file() and (root / "Makefile").is_file()
 
 
 def test_the_nearest_drill_state_wins_over_the_git_root(from_subfolder: Path) -> None:

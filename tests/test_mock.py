@@ -154,25 +154,47 @@ def mlcanon(*args: str, cwd: Path, **kwargs: object) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)  # type: ignore[call-overload]
 
 
-def test_mock_1_sped_up_runs_to_its_summary_and_records_it(repo: Path) -> None:
+def items_state(root: Path) -> dict:
+    return json.loads((root / ".mlcanon" / "progress.json").read_text())["items"]
+
+
+def test_mock_1_sped_up_runs_to_its_summary_and_records_only_the_session(repo: Path) -> None:
+    """The trial: a dry run left the drills' clocks running (they drove `today` and the dashboard) and
+    called an untouched stub "not attempted" where `mlcanon check` says "not implemented yet"."""
+    assert cli_in(repo, "drill", "posttrain/dpo") == 0  # drilling DPO for real before the dry run
+    assert cli_in(repo, "hint", "posttrain/dpo", "--level", "2") == 0
+    before = items_state(repo)
     process = mlcanon("mock", "1", "--speed", "3600", cwd=repo / "notes", stdin=subprocess.DEVNULL)
     out, err = process.communicate(timeout=600)
     assert process.returncode == 0, err
     assert re.search(r"\[\d\d:\d\d\] Drill 1 of 3: attention-with-a-mask", out), out  # 1 s is an hour at 3600x
     for text in ("Write it now", "Walkthrough, 5 minutes",
                  "The interviewer asks:", "Drill 3 of 3: dpo-loss", "Mock 1 summary",
+                 "1. attention-with-a-mask (#25 transformer/attention), 15 min: not implemented yet (",
                  "Session: 0 of 3 drills passed, 0 of 15 rubric points: no",
-                 "Recorded as mock 1, session 1 (a dry run at 3600x speed)"):
+                 "Recorded as mock 1, session 1 (a dry run at 3600x speed: nothing recorded in the items' histories)"):
         assert text in out, text
+    assert "not attempted" not in out and "in another terminal" not in out
     (session,) = json.loads((repo / ".mlcanon" / "progress.json").read_text())["mocks"]["1"]["attempts"]
     assert session["speed"] == 3600 and [d["drill"] for d in session["drills"]] == [
         "attention-with-a-mask", "iou-and-nms", "dpo-loss"]
     assert not any(d["attempted"] for d in session["drills"])  # untouched stubs are not attempts
+    assert {d["status"] for d in session["drills"]} == {"not implemented yet"}
     assert (repo / "practice" / "posttrain" / "dpo.py").is_file()  # the repo root, found from notes/
+    assert items_state(repo) == before  # no clock started or stopped, DPO's running clock and hints as they were
+    assert not (repo / ".mlcanon" / "misslog.md").exists()
 
 
-def test_a_drill_written_during_the_mock_is_checked_and_scored(repo: Path) -> None:
-    process = mlcanon("mock", "1", "--speed", "60", cwd=repo, stdin=subprocess.PIPE)
+def cli_in(root: Path, *args: str) -> int:
+    return subprocess.run([sys.executable, "-m", "pytest_mlcanon.cli", *args], cwd=root, capture_output=True,
+                          timeout=600).returncode
+
+
+@pytest.mark.parametrize("speed", ["60", "1"])
+def test_a_drill_written_during_the_mock_is_checked_and_scored(repo: Path, speed: str) -> None:
+    """At 60x (the trial's dry run) the check scores the drill and the item's history stays empty; at
+    real speed it is the item's attempt, and its clock stops with the drill."""
+    process = mlcanon("mock", "1", "--speed", speed, cwd=repo, stdin=subprocess.PIPE)
     target = repo / "practice" / "transformer" / "attention.py"
     deadline = time.monotonic() + 120
     while not target.is_file() and time.monotonic() < deadline:
@@ -186,8 +208,13 @@ def test_a_drill_written_during_the_mock_is_checked_and_scored(repo: Path) -> No
     progress = json.loads((repo / ".mlcanon" / "progress.json").read_text())
     (session,) = progress["mocks"]["1"]["attempts"]
     assert session["ended_early"] and session["drills"][0]["passed"] and session["drills"][0]["score"] == 5
-    (attempt,) = progress["items"]["transformer/attention"]["attempts"]  # the drill is the item's attempt too
-    assert attempt["passed"]
+    if speed != "1":
+        assert progress["items"] == {}  # no attempt, best time or review date from a dry run
+        return
+    entry = progress["items"]["transformer/attention"]
+    (attempt,) = entry["attempts"]  # the drill is the item's attempt too
+    assert attempt["passed"] and attempt["score"] == 5
+    assert entry["clock"] is None  # stopped with the drill: it does not run on after the session
 
 
 @pytest.mark.parametrize("argv", [["mock", "4"], ["mock", "1", "--speed", "0"], ["drills", "nope"],

@@ -25,6 +25,7 @@ VERDICT = "── #18 detection/boxes: "
 CRASHES = GOOD_BOXES + "\nimport os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
 EXITS = GOOD_BOXES + "\n\ndef box_area(boxes):\n    import os\n    os._exit(0)\n"
 HANGS = GOOD_BOXES + "\n\ndef box_area(boxes):\n    while True:\n        pass\n"
+WRONG = GOOD_BOXES.replace("return inter, union, hull", "return inter, union + 1, hull")  # IoU and GIoU wrong
 
 
 class Watch:
@@ -105,6 +106,38 @@ def test_every_save_is_checked_and_a_broken_file_ends_only_its_check(drilled: Pa
     assert not (root / ".mlcanon" / "misslog.md").exists()  # no whole check failed; the fresh stub was not checked
     report = json.loads((root / warm.report_path([catalog.get("detection/boxes")])).read_text())
     assert report["items"][0]["verdict"] == "strong"  # the last check's report, for an editor to read
+
+
+def test_a_failing_check_shows_short_tracebacks_and_the_report_of_mlcanon_check(drilled: Path) -> None:
+    """Watch passes pytest --tb=short unless told otherwise: one short traceback per failing test, not a
+    page of source each before the verdict; the report (what the rubric found) is that of ``mlcanon check``."""
+    assert WRONG != GOOD_BOXES
+    root = drilled.parents[2]
+    name = warm.report_path([catalog.get("detection/boxes")])
+    watch = Watch(root, "detection/boxes")
+    try:
+        watch.until("ready")
+        save(drilled, WRONG)
+        watch.until("── ")  # checking
+        start = len(watch.seen)
+        verdict = watch.until(VERDICT)
+        shown = watch.seen[start:-1]
+        watched_report = json.loads((root / name).read_text())
+    finally:
+        watch.process.kill()
+    assert verdict.startswith(f"{VERDICT}no: correctness failed (8 of 23 tests)")
+    failures = [line for line in shown if line.startswith("_____")]  # one header per failing test
+    assert len(failures) >= 5, "\n".join(shown)
+    assert not [line for line in shown if line.startswith("    def ")], "\n".join(shown)  # no function sources
+    assert len(shown) < 20 * len(failures) + 60, len(shown)
+    checked = subprocess.run([sys.executable, "-m", "pytest_mlcanon.cli", "check", "detection/boxes", "-q",
+                              "-p", "no:cacheprovider", f"--canon-report=json:{name}"], cwd=root,
+                             capture_output=True, text=True, timeout=600)
+    assert checked.returncode == 1, checked.stderr
+    item, = json.loads((root / name).read_text())["items"]
+    (watched,) = watched_report["items"]
+    for key in ("status", "score", "verdict", "axes", "tests"):
+        assert watched[key] == item[key], key
 
 
 def test_watch_refuses_an_item_not_drilled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -20,11 +20,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from pytest_mlcanon.chapters import explain
 from pytest_mlcanon.chapters.drills import AXIS_TITLES, SESSION_MINUTES, Drill, Mock
+from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.rubric.model import judge_failed, verdict_for
+
+if TYPE_CHECKING:
+    from pytest_mlcanon.warm import ItemVerdict
 
 KEYS = "Enter = done (check now) or next, h = a hint, q = end the session"
 WRITE_AT = explain.SETUP_MINUTES
@@ -105,6 +109,26 @@ class Checked:
     score: int | None = None
     axes_failed: tuple[str, ...] = ()
     lines: tuple[str, ...] = ()  # what to show the learner
+    status: Status | None = None  # the item's status in the check's report; None: the check wrote none
+
+    @classmethod
+    def from_report(cls, verdict: ItemVerdict | None, exit_status: int, lines: tuple[str, ...]) -> Checked:
+        """The check of one item from its report line and pytest's exit status: attempted when the file
+        was scored or failed to import; passed, as a recorded attempt passes, when Correctness held and
+        no test failed (the exit status says so: a failing numerics probe fails the run too)."""
+        if verdict is None:
+            return cls(False, lines=lines)
+        status = verdict.status
+        scored = status is Status.SCORED
+        return cls(scored or status is Status.ERROR,
+                   scored and "correctness" not in verdict.axes_failed and exit_status == 0,
+                   verdict.score if scored else None, verdict.axes_failed if scored else (), lines, status)
+
+    @property
+    def unattempted(self) -> str:
+        """What the summary says of a drill not attempted: the check's own words (``not implemented
+        yet`` for the untouched stub, as ``mlcanon check`` says), or that the check did not finish."""
+        return str(self.status) if self.status is not None else "no report: the check did not finish"
 
     @property
     def verdict(self) -> str:
@@ -124,6 +148,7 @@ class Outcome:
     def record(self) -> dict[str, Any]:
         return {"drill": self.drill.name, "item": self.drill.item.slug, "allowed_min": self.drill.minutes,
                 "used_min": round(self.used_min, 2), "reached": self.reached, "attempted": self.checked.attempted,
+                "status": str(self.checked.status) if self.checked.status is not None else None,
                 "passed": self.checked.passed, "score": self.checked.score,
                 "axes_failed": list(self.checked.axes_failed), "hints": self.hints}
 
@@ -164,16 +189,18 @@ class Session:
 
 
 class Runner:
-    """One session: ``begin(drill)`` writes the drill's stub and starts its clock (returns what to edit),
-    ``check(drill)`` runs the item's check, ``on_hint(drill, level)`` notes a hint."""
+    """One session: ``begin(drill)`` writes the drill's stub (at real speed, also starts its clock) and
+    returns what to edit, ``check(drill)`` runs the item's check, ``on_hint(drill, level)`` notes a hint."""
 
     def __init__(self, mock: Mock, clock: Clock, say: Callable[[str], None], begin: Callable[[Drill], str],
                  check: Callable[[Drill], Checked], on_hint: Callable[[Drill, int], None] | None = None) -> None:
         self.mock, self.clock, self.say = mock, clock, say
         self.begin, self.check, self.on_hint = begin, check, on_hint
         self.quit = False
+        self.dry = False
 
     def run(self, speed: float = 1.0) -> Session:
+        self.dry = speed != 1  # a sped-up dry run records nothing: no `mlcanon check` in another terminal
         self.say(f"Mock {self.mock.number}: {self.mock.title}. {len(self.mock.drills)} drills on one "
                  f"{SESSION_MINUTES}-minute clock, each followed by a {explain.WALKTHROUGH_MINUTES}-minute walkthrough.")
         self.say(f"Keys: {KEYS}.")
@@ -197,8 +224,8 @@ class Runner:
             self.say(f"    - {prompt}")
         end = start + drill.minutes
         stall = " ".join(explain.script().stall[:2])
-        marks = [(start + WRITE_AT, f"Write it now. `mlcanon check {drill.item.slug}` in another terminal whenever "
-                                    "you like; Enter here when you are done."),
+        elsewhere = "" if self.dry else f"`mlcanon check {drill.item.slug}` in another terminal whenever you like; "
+        marks = [(start + WRITE_AT, f"Write it now. {elsewhere}Enter here when you are done."),
                  (start + drill.minutes * 2 / 3, f"Stuck? {stall} (h: a hint)"),
                  (end - WARN_BEFORE_END, f"{WARN_BEFORE_END} minutes left: make it run, then check.")]
         state: dict[str, int] = {"hints": 0}
@@ -271,7 +298,7 @@ def summary(session: Session) -> list[str]:
             continue
         checked = outcome.checked
         if not checked.attempted:
-            lines.append(head + f"not attempted ({outcome.used_min:.1f} min)")
+            lines.append(head + f"{checked.unattempted} ({outcome.used_min:.1f} min)")
             continue
         result = "passed" if checked.passed else "not passing"
         score = f"{checked.score}/5 {checked.verdict}" if checked.score is not None else "no score"

@@ -3,7 +3,8 @@
 The seed's 90-minute day spends minutes 65 to 80 here: "read the reference module and diff it against
 what you wrote; write down the differences". Your attempt is the practice file while it holds work,
 else the newest copy in .mlcanon/attempts/ (where `mlcanon drill` and `mlcanon reset` keep every
-file they replace). ``--archived`` skips the practice file. Rows are marked ``|`` changed, ``<`` only
+file they replace). ``--archived`` skips the practice file. While the item is being drilled and its
+practice file is still the untouched stub, there is nothing of this attempt to diff: it says so. Rows are marked ``|`` changed, ``<`` only
 in yours, ``>`` only in the reference; runs of equal lines are folded (``--context``).
 ``--unified`` prints a unified diff instead, for other tools."""
 
@@ -45,6 +46,15 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                                    remembered=progress.remembered_practice(current, [item.slug]))
     except (drill.DrillError, StateError) as exc:
         return drill.fail("diff", exc)
+    running = progress.drilling(current.peek(item.slug))
+    files = [sandbox.file(m) for m in item.modules]
+    if (running is not None and not args.archived and all(f.is_file() for f in files)
+            and not any(diffview.holds_work(f, m) for f, m in zip(files, item.modules))):
+        any_kept = any(diffview.archived(root, m) for m in item.modules)
+        return drill.fail("diff", f"nothing written yet for {item.label}; its stub is untouched (attempt "
+                          f"{running.attempt}, drilling since {time.strftime('%H:%M', time.localtime(running.start))}): "
+                          f"write it, then `mlcanon check {item.slug}`"
+                          + ("; `--archived` shows your last kept attempt" if any_kept else ""))
     pairs = []
     for module in item.modules:
         reference = stubs.reference_file(module)

@@ -6,7 +6,9 @@ and ``mlcanon reset`` of the item, and the next drill, use it without being told
 Writes (or refreshes) the item's signature-only stub in the practice directory, starts its clock,
 and prints the file to edit, the reference tests that will run, the from-memory target (twice that
 for a first attempt) and the check command. A file that already held your work is copied to
-.mlcanon/attempts/ first, so nothing is lost."""
+.mlcanon/attempts/ first, so nothing is lost. An item you are already drilling (its clock runs on an
+attempt that has not passed) is left as it is, clock, hints and file, and the command says since
+when; `mlcanon reset ITEM` ends that attempt, and the next drill starts over."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     import time
     from pathlib import Path
 
-    from pytest_mlcanon import catalog, drill, plan, stubs
+    from pytest_mlcanon import catalog, drill, plan, progress, stubs
     from pytest_mlcanon.layout import tests_dir
     from pytest_mlcanon.settings import SettingsError
     from pytest_mlcanon.state import StateError, find_root
@@ -41,6 +43,12 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         return drill.fail("drill", f"cannot write the stub: {exc}")
     drill.warn(started.warnings)
     sandbox, clock = started.sandbox, started.clock
+    if started.kept:
+        hints = f", hint level {clock.hints} used" if clock.hints else ""
+        print(f"{item.label}: already drilling since {time.strftime('%H:%M', time.localtime(clock.start))} "
+              f"(attempt {clock.attempt}, {(progress.now() - clock.start) / 60:.0f} min{hints}); clock and file kept: "
+              f"write it, then `mlcanon check {item.slug}`; `mlcanon reset {item.slug}` starts over")
+        return 0
     print(f"drill {item.label}: {item.title} (level {item.level}, {plan.block_title(item.block)})")
     for w in started.written:
         note = {"written": "new stub", "refreshed": "fresh stub",

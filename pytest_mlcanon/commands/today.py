@@ -3,6 +3,7 @@
   0-10   re-derive yesterday's item on paper: its one equation and its shapes, no code
  10-20   read today's item (from `mlcanon plan`), then close the book
  20-65   the 45-minute drill: `mlcanon drill ITEM`, write it, `mlcanon check ITEM`, clock running
+         (an item already being drilled: write it, then `mlcanon check ITEM`)
  65-80   `mlcanon diff ITEM`: your attempt beside the reference; write the differences down
  80-90   explain it aloud: two minutes of set-up, five of walkthrough, then the follow-up question
 
@@ -105,7 +106,10 @@ def _today(item: catalog.Item, plan: day.Day, factor: float, now: float) -> None
     target = (f"{allowed:.0f} min on a first attempt (twice the {item.minutes}-minute target)" if first
               else f"{item.minutes} min from memory")
     _block(2, f"The {DRILL_MINUTES}-minute drill, timer running; stop when it rings. Target: {target}.")
-    print(f"        mlcanon drill {item.slug}    write it    mlcanon check {item.slug}")
+    if plan.drilling is not None:  # a drill now would only say it is under way
+        print(f"        already drilling (attempt {plan.drilling.attempt}): write it, then mlcanon check {item.slug}")
+    else:
+        print(f"        mlcanon drill {item.slug}    write it    mlcanon check {item.slug}")
     print(f"        clock: {_clock(plan, allowed, now)}")
     _block(3, "Diff your attempt against the reference; write the differences down.")
     print(f"        mlcanon diff {item.slug}")
@@ -124,9 +128,9 @@ def _today(item: catalog.Item, plan: day.Day, factor: float, now: float) -> None
 def _clock(plan: day.Day, allowed: float, now: float) -> str:
     import time
 
-    running = plan.summary.running
+    running = plan.drilling
     checked = plan.checked_today
-    if running is not None and not (checked is not None and checked.passed):
+    if running is not None:
         used = (now - running.start) / 60.0
         left = allowed - used
         state = f"{left:.0f} min left" if left >= 0 else f"{-left:.0f} min over"

@@ -5,9 +5,12 @@ practice directory), runs the check ``mlcanon check`` runs in a child forked fro
 the same record in .mlcanon/progress.json and .mlcanon/misslog.md, in a fraction of the time. A save
 while a check runs restarts it. A file that crashes, exits or hangs ends that check only (a hang is
 stopped after --timeout seconds, by default ten times the reference run and at least 10 s); such a
-check is partial and records nothing. Extra arguments go to pytest, as with ``mlcanon check``
-(``--tb=short``, ``-q``; a check narrowed by ``-k`` or stopped by ``-x`` is partial and records
-nothing). Ctrl-C stops watching. The items must have been drilled."""
+check is partial and records nothing. A failing test shows pytest's short traceback (``--tb=short``:
+where it failed and why, not the source of every function on the way), so the verdict stays in
+sight; the report and the verdict are those of ``mlcanon check``. Extra arguments go to pytest, as
+with ``mlcanon check`` (``--tb=long`` for the full tracebacks, ``-q``; a check narrowed by ``-k`` or
+stopped by ``-x`` is partial and records nothing). Ctrl-C stops watching. The items must have been
+drilled."""
 
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ POLL_S = 0.01  # a save waits 5 ms on average to be seen; a look at the files co
 # A file seen empty (a save truncates, then writes) is looked at again after this; a save seen
 # mid-write otherwise makes the check it started stale, and a fresh one follows (Watched.dirty).
 SETTLE_S = 0.01
+# pytest arguments a watch adds before the learner's own (a --tb they pass comes later and wins)
+DEFAULT_PYTEST_ARGS = ("--tb=short",)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -152,7 +157,8 @@ def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace, ex
             print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: a fresh stub, not checked ──", flush=True)
             continue
         print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: checking {labels} ──", flush=True)
-        result = warm.check(argv, sandbox.root, report, timeout, cancelled=watched.dirty, extra=extra)
+        result = warm.check(argv, sandbox.root, report, timeout, cancelled=watched.dirty,
+                            extra=(*DEFAULT_PYTEST_ARGS, *extra))
         cut = "" if result.ending.whole else "\n"  # a check cut short may have stopped mid-line
         if result.ending is warm.Ending.CANCELLED:
             print(f"{cut}── saved again: this check is stopped (nothing recorded) and a new one starts ──", flush=True)
