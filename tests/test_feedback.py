@@ -56,6 +56,7 @@ def test_a_failed_value_check_keeps_the_value_it_was_given() -> None:
     # words that only look like a topic: "half" of a stride, "error" of a quantiser, "deterministic" policies
     ("test_first_anchor_is_centred_at_half_stride", "failed test_first_anchor_is_centred_at_half_stride"),
     ("test_rotate_half_layout", "failed test_rotate_half_layout"),
+    ("test_lambda_zero_is_one_step_td", "failed test_lambda_zero_is_one_step_td"),  # lambda = 0, not zeros
     ("test_dequantization_error_within_half_a_step", "failed test_dequantization_error_within_half_a_step"),
     ("test_one_hot_stochastic_policy_equals_deterministic", "disagrees with the reference computation"),
     # validation tests are validation, whatever else they mention

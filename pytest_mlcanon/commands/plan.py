@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"{week.waiting} more item(s) are due; they come back in the next weeks, retries first.")
     if week.known_block is not None and week.new_block is not None:
         print(f"Interleaved: {plan.block_title(week.known_block)} with {plan.block_title(week.new_block)}, "
-              "so retrieval stays hard.")
+              "so each day makes you recall a block rather than repeat yesterday's (interleaved practice).")
     if week.unavailable:
         print(f"Not proposed: {len(week.unavailable)} item(s) this canon cannot check yet "
               f"({', '.join('#' + str(i.number) for i in week.unavailable)}).")
