@@ -249,11 +249,12 @@ def run_cell(line: str, cell_code: str, cwd: Path) -> Checked:
 def load(ipython: Any) -> None:
     """Register the ``%%canon`` cell magic (``%load_ext pytest_mlcanon`` calls this)."""
 
-    def canon(line: str, cell: str) -> Checked | None:
+    from IPython.core.error import UsageError
+
+    def canon(line: str, cell: str) -> Checked:
         try:
             return run_cell(line, cell, Path.cwd())
-        except CanonError as exc:
-            print(f"%%canon: {exc}", file=sys.stderr)
-            return None
+        except CanonError as exc:  # one line, no traceback, and the cell fails: "Run all" stops here
+            raise UsageError(f"%%canon: {exc}") from None
 
     ipython.register_magic_function(canon, magic_kind="cell", magic_name=MAGIC)

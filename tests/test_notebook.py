@@ -26,10 +26,10 @@ CRASHES = GOOD_BOXES + "\nimport os, signal\nos.kill(os.getpid(), signal.SIGSEGV
 EXITS = GOOD_BOXES + "\n\ndef box_area(boxes):\n    import os\n    os._exit(0)\n"
 
 
-def _run(root: Path, cells: list[str]) -> list[dict[str, object]]:
+def _run(root: Path, cells: list[str], allow_errors: bool = False) -> list[dict[str, object]]:
     """Execute the cells in a fresh python3 kernel whose working directory is ``root``; each cell's outputs."""
     book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
-    nbclient.NotebookClient(book, timeout=600, kernel_name="python3",
+    nbclient.NotebookClient(book, timeout=600, kernel_name="python3", allow_errors=allow_errors,
                             resources={"metadata": {"path": str(root)}}).execute()
     return [cell["outputs"] for cell in book.cells]
 
@@ -43,6 +43,8 @@ def _shown(outputs: object) -> tuple[str, str, str]:
         text += data.get("text/plain", "")
         if output.get("name") == "stderr":
             err += output.get("text", "")
+        if output.get("output_type") == "error":
+            err += f"{output.get('ename')}: {output.get('evalue')}"
     return html, text, err
 
 
@@ -53,9 +55,9 @@ def test_a_cell_is_checked_in_a_warm_fork_and_the_kernel_survives_what_it_does(t
         f"%%canon detection/boxes --timeout 4\n{HANGS}",
         f"%%canon detection/boxes\n{CRASHES}",
         f"%%canon detection/boxes\n{EXITS}",
-        "%%canon nope/nothing\nx = 1",
         "import sys\n(kept + 1, 'torch' in sys.modules, 'canon_refs' in sys.modules, 'pytest' in sys.modules)",
-    ])
+        "%%canon nope/nothing\nx = 1",
+    ], allow_errors=True)
     html, text, _ = _shown(outputs[1])
     assert "#18 detection/boxes: strong 5/5 · " in html and "data-item='detection/boxes'" in html
     assert "drilled from this cell, attempt 1" in html  # never drilled: the cell started its clock
@@ -64,8 +66,9 @@ def test_a_cell_is_checked_in_a_warm_fork_and_the_kernel_survives_what_it_does(t
     assert "#18 detection/boxes: timed out: still running after 4 s" in hung and "Nothing recorded" in hung
     assert "crashed: the process was killed by SIGSEGV" in crashed and "Nothing recorded" in crashed
     assert "exited: the process exited (status 0)" in exited and "\x1b[" not in exited  # no terminal colours
-    assert _shown(outputs[5])[2].startswith("%%canon: ")  # bad input: one line, no traceback
-    assert _shown(outputs[6])[1] == "(42, False, False, False)"  # the kernel's state, and nothing heavy in it
+    assert _shown(outputs[5])[1] == "(42, False, False, False)"  # the kernel's state, and nothing heavy in it
+    # bad input: one line, and the cell fails (so "Run all" stops there)
+    assert _shown(outputs[6])[2].startswith("UsageError: %%canon: unknown canon item 'nope/nothing'")
     assert (tmp_path / "practice" / "detection" / "boxes.py").read_text().rstrip() == EXITS.rstrip()  # the last cell
     progress = json.loads((tmp_path / ".mlcanon" / "progress.json").read_text())
     (attempt,) = progress["items"]["detection/boxes"]["attempts"]
