@@ -244,7 +244,7 @@ def test_reading_shapes_in_prose_is_linear_on_docstrings_built_to_be_slow(pool: 
     assert pool.call(explanation.states_a_shape, "(" + "a, " * 100 + "b)", timeout=5) is True
     for prose in ("(B, T, d)", "(N,)", "shape (B*T, V)", "(n/world,)", "(B, ..., d)"):
         assert explanation.states_a_shape(prose), prose
-    for prose in ("sigmoid(z)", "(RetinaNet)", "(Karpathy, 2020)"):
+    for prose in ("sigmoid(z)", "(RetinaNet)", "(Karpathy, 2020)", "(1 - p_t)"):  # a 1-D shape in prose keeps its comma
         assert not explanation.states_a_shape(prose), prose
 
 

@@ -50,9 +50,16 @@ def states_a_shape(prose: str) -> bool:
             parsed = shape_grammar.parse(match.group())
         except shape_grammar.ShapeSyntaxError:
             continue
-        if not _citation(parsed):
+        if not (_citation(parsed) or _aside(match.group(), parsed)):
             return True
     return False
+
+
+def _aside(text: str, comment: shape_grammar.ShapeComment) -> bool:
+    """``(RetinaNet)``, ``(1 - p_t)``: a parenthesis in prose. A shape comment may write a 1-D shape
+    without its comma (C4), but in a docstring only ``(n,)`` is read as one."""
+    return "," not in text and all(shape.kind == "tuple" and len(shape.dims) == 1 and not shape.dims[0].is_ellipsis
+                                   for shape in shape_grammar.shapes_of(comment))
 
 
 def _citation(comment: shape_grammar.ShapeComment) -> bool:
