@@ -94,7 +94,8 @@ def _today(item: catalog.Item, plan: day.Day, factor: float, now: float) -> None
     from pytest_mlcanon.chapters import explain
     from pytest_mlcanon.day import DRILL_MINUTES
 
-    _block(1, f"Read today's item, then close the book: {item.label}, {item.title} (taught in the book's part {item.taught_in.replace(', ', ': ', 1)})")
+    part = item.taught_in.replace(", ", ": ", 1)  # "VII, DPO and its relatives": the book's part, then its chapter
+    _block(1, f"Read today's item, then close the book: {item.label}, {item.title} (taught in the book's part {part})")
     print(f"        why today: {plan.why}")
     for done in plan.passed_today:
         if done.item.number != item.number:
