@@ -89,7 +89,7 @@ def test_a_wrong_value_is_reported_at_the_learners_line_with_its_input(pytester:
     assert scaled_by_dk != GOOD_ATTENTION
     learner(files={"transformer/attention": scaled_by_dk})
     produced = {n for n, text in enumerate(scaled_by_dk.splitlines(), 1)
-                if text.lstrip().startswith(("weights = stable_softmax", "return out"))}
+                if text.lstrip().startswith(("weights = stable_softmax", "out = ", "return out"))}
     result = pytester.runpytest("--canon-item=transformer/attention", "-p", "no:cacheprovider")
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -122,6 +122,21 @@ def test_a_wrong_return_is_placed_at_the_learners_return_in_a_file_without_shape
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     found = re.findall(r"practice/detection/boxes\.py:(\d+): COR001 \w+ failed: box_iou\(", result.stdout.str())
     assert found and set(found) == {str(line)}
+
+
+def test_a_wrong_array_filled_in_a_loop_is_placed_at_the_line_that_wrote_it(pytester: pytest.Pytester, learner) -> None:
+    """GAE fills a preallocated array step by step and returns it in a tuple: the report names the line
+    that last wrote into it (``adv[..., t] = next_a``), not the allocation or the ``return``
+    (a fresh-user trial saw ``adv = np.zeros(...)``)."""
+    good = (Path(__file__).resolve().parent / "impls" / "min_gae" / "rl" / "gae.py").read_text()
+    wrong = good.replace("next_a = delta + gamma * lam *", "next_a = delta + gamma *")
+    assert wrong != good
+    learner(files={"rl/gae": wrong})
+    line = next(n for n, text in enumerate(wrong.splitlines(), 1) if text.strip() == "adv[..., t] = next_a")
+    result = pytester.runpytest("--canon-item=rl/gae", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    found = re.findall(r"practice/rl/gae\.py:(\d+): COR001 \w+ failed: compute_gae\(", result.stdout.str())
+    assert found and set(found) == {str(line)}, result.stdout.str()[-3000:]
 
 
 def test_the_learners_own_classes_are_not_presented_as_the_references(pytester: pytest.Pytester, learner) -> None:

@@ -60,6 +60,7 @@ SCOPE_NAME = "__mlcanon_scope"
 MISSING = object()
 
 CHECKED_CALLS_PER_TEST = 16
+RETURNED_ELEMENTS = 8  # the elements of a returned tuple whose origin is noted
 
 
 class Recorder:
@@ -94,10 +95,16 @@ class Recorder:
         self.calls.clear()
         self.produced.clear()
 
-    def note(self, value: Any, path: str, line: int, call: Call) -> None:
-        """Remember that ``value`` (a tensor or an array) was produced at ``path:line`` in ``call``."""
+    def note(self, value: Any, path: str, line: int, call: Call, *, first: bool = False) -> None:
+        """Remember that ``value`` (a tensor or an array) was produced at ``path:line`` in ``call``; with
+        ``first``, a value this call already noted keeps its line (a returned array names the line that
+        bound it or last wrote into it, not the ``return``)."""
         if getattr(value, "shape", None) is None:
             return
+        if first:
+            known = self.produced.get(id(value))
+            if known is not None and known.call is call and known.ref() is value:
+                return
         try:
             ref = weakref.ref(value)
         except TypeError:
@@ -188,18 +195,36 @@ class Scope:
 
     def ret(self, line: int, value: Any) -> Any:
         """Check a returned value, commit the call, and hand the value back."""
-        self.check(line, (value,))
+        try:
+            self._note_returned(line, value)
+            self._check(line, (value,))
+        except Exception:  # noqa: BLE001 - as check
+            pass
         self.commit()
         return value
 
     def done(self, line: int, value: Any) -> Any:
         """A return without a shape comment: note the value's line, commit the call, hand it back."""
         try:
-            self.recorder.note(value, self.path, line, self.call)
+            self._note_returned(line, value)
         except Exception:  # noqa: BLE001 - as check
             pass
         self.commit()
         return value
+
+    def wrote(self, line: int, value: Any) -> None:
+        """``value[...] = ...`` at ``line``: the array's values now come from this line."""
+        try:
+            self.recorder.note(value, self.path, line, self.call)
+        except Exception:  # noqa: BLE001 - as check
+            pass
+
+    def _note_returned(self, line: int, value: Any) -> None:
+        """The returned value, and each element of a returned tuple or list (``return advantages,
+        returns``), unless this call already noted where it came from."""
+        values = value[:RETURNED_ELEMENTS] if isinstance(value, (tuple, list)) else (value,)
+        for each in values:
+            self.recorder.note(each, self.path, line, self.call, first=True)
 
     def commit(self) -> None:
         """The call returned normally: its contradictions stand, unless the call was made inside a
@@ -296,6 +321,9 @@ class Unchecked:
 
     def done(self, line: int, value: Any) -> Any:
         return value
+
+    def wrote(self, line: int, value: Any) -> None:
+        pass
 
     def commit(self) -> None:
         pass
@@ -442,13 +470,18 @@ class _Rewriter(ast.NodeTransformer):
 
     def _after(self, node: ast.stmt) -> ast.AST | list[ast.stmt]:
         self.generic_visit(node)
+        out: list[ast.stmt] = [node]
         stmt = self._instrumented(node)
-        if stmt is None:
-            return node
-        values = ast.Tuple(elts=[_read_expr(t) for t in stmt.targets], ctx=ast.Load())
-        check = ast.Expr(value=_call("check", ast.Constant(stmt.line), values))
-        ast.copy_location(check, node)
-        return [node, check]
+        if stmt is not None:
+            values = ast.Tuple(elts=[_read_expr(t) for t in stmt.targets], ctx=ast.Load())
+            out.append(ast.copy_location(ast.Expr(value=_call("check", ast.Constant(stmt.line), values)), node))
+        if self.scoped and self.scoped[-1]:
+            targets: list[ast.expr | None] = [*node.targets] if isinstance(node, ast.Assign) else [
+                getattr(node, "target", None)]
+            for name in _written_arrays(targets):
+                out.append(ast.copy_location(ast.Expr(value=_call("wrote", ast.Constant(node.lineno), _name(name))),
+                                             node))
+        return out if len(out) > 1 else node
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST | list[ast.stmt]:
         return self._after(node)
@@ -458,6 +491,18 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST | list[ast.stmt]:
         return self._after(node)
+
+
+def _written_arrays(targets: list[ast.expr | None]) -> list[str]:
+    """The names written into by item assignment: ``adv[:, t] = ...`` and ``adv[t] += ...`` write into ``adv``."""
+    names: list[str] = []
+    for target in targets:
+        node = target
+        while isinstance(node, ast.Subscript):
+            node = node.value
+        if node is not target and isinstance(node, ast.Name) and node.id not in names:
+            names.append(node.id)
+    return names
 
 
 def _is_future_import(stmt: ast.stmt) -> bool:
