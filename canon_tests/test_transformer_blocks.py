@@ -158,15 +158,15 @@ class TestFeedForward:
         x = 1e4 * torch.sign(randn(2, 5, 16, seed=18))
         x.requires_grad_(True)
         out = m(x)
-        assert torch.isfinite(out).all()
+        assert torch.isfinite(out).all(), "SwiGLU's output on +-1e4 float32 inputs is not finite"
         with torch.no_grad():
             out64 = self._formula(copy.deepcopy(m).double(), x.detach().double())
         assert_close(out, out64, cond=32.0, what="SwiGLU(+-1e4 inputs) vs float64")
         out.sum().backward()
-        assert torch.isfinite(x.grad).all()
+        assert torch.isfinite(x.grad).all(), "the gradient of SwiGLU's output w.r.t. +-1e4 float32 inputs is not finite"
         torch.manual_seed(19)
         g = ffn.FeedForward(16, 32)
-        assert torch.isfinite(g(x.detach())).all()
+        assert torch.isfinite(g(x.detach())).all(), "FeedForward's output on +-1e4 float32 inputs is not finite"
 
     @pytest.mark.numerics_probe
     def test_fp16_probe_unit_scale(self):

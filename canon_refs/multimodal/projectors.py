@@ -66,7 +66,8 @@ class LinearProjector(nn.Module):
 
 
 class MLPProjector(nn.Module):
-    """Two-layer MLP per visual token (LLaVA-1.5): ``fc2(gelu(fc1(v)))``, ``(B, N, d_v) -> (B, N, d)``.
+    """Two-layer MLP per visual token (LLaVA-1.5): ``fc2(gelu(fc1(v)))``, ``(B, N, d_v) -> (B, N, d)``,
+    with the exact (erf) GELU, ``nn.GELU()``'s default (the tanh approximation differs by about 1e-4).
 
     Args:
         d_vision, d_model: input and output widths.
