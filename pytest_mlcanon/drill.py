@@ -192,6 +192,9 @@ def start(root: Path, item: catalog.Item, practice: str | None, *, restart: bool
     An item already being drilled (``progress.drilling``: its clock runs on an attempt not passed yet)
     whose practice files are all there is left alone, clock, hint count and files, and the result says
     so (``kept``), unless ``restart`` (``mlcanon mock``'s fresh stub) asks for a new attempt anyway.
+    An item's first drill keeps work already in its files (written from ``mlcanon stubs``, or another
+    item's attempt in a shared module) and only starts the clock; later drills archive it and write the
+    fresh stub.
 
     Raises DrillError, StateError, SettingsError or NoReferenceError on bad input, OSError when a
     file cannot be written.
@@ -205,6 +208,7 @@ def start(root: Path, item: catalog.Item, practice: str | None, *, restart: bool
     with progress.session(root) as current:
         entry = current.entry(item.slug)
         running = progress.drilling(entry)
+        first_drill = not restart and progress.clock(entry) is None and not entry.get("attempts")
         kept = running is not None and not restart and all(sandbox.file(m).is_file() for m in item.modules)
         clock = running if kept and running is not None else progress.start_clock(entry, now)
         progress.remember_practice(current, item.slug, sandbox.name)
@@ -215,7 +219,7 @@ def start(root: Path, item: catalog.Item, practice: str | None, *, restart: bool
         return Started(sandbox, [], clock, passes, allowed, warnings, kept=True)
     # the clock first, then the file: whoever sees the fresh stub appear (`mlcanon watch` in another
     # terminal) finds its attempt already started
-    written = sandbox.fresh_stub(item, now)
+    written = sandbox.fresh_stub(item, now, keep_work=first_drill)
     return Started(sandbox, written, clock, passes, allowed, warnings)
 
 

@@ -237,6 +237,21 @@ def test_drilling_again_after_a_pass_keeps_the_previous_work_and_starts_the_next
     assert read_progress(repo)["items"]["posttrain/dpo"]["clock"]["attempt"] == 2
 
 
+def test_a_first_drill_keeps_work_written_from_the_stubs_and_starts_the_clock(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``mlcanon stubs``, edit, then ``mlcanon drill``: the work stays (blind rounds 6 and 7 saw it archived
+    and replaced by a fresh stub); a later drill, after a pass, archives it as before."""
+    assert cli.main(["stubs"]) == 0
+    target = repo / "practice" / "posttrain" / "dpo.py"
+    shutil.copy(GOOD_DPO, target)
+    capsys.readouterr()
+    assert cli.main(["drill", "55"]) == 0
+    out = capsys.readouterr().out
+    assert "practice/posttrain/dpo.py  (your work in it is kept: a first drill only starts the clock)" in out
+    assert target.read_text() == GOOD_DPO.read_text() and not (repo / ".mlcanon" / "attempts").exists()
+    assert read_progress(repo)["items"]["posttrain/dpo"]["clock"]["attempt"] == 1
+
+
 def test_drilling_an_item_under_way_keeps_its_clock_hints_and_file(
         repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The trial: `mlcanon today` said drill, the learner drilled again mid-attempt, and the clock restarted

@@ -52,6 +52,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     print(f"drill {item.label}: {item.title} (level {item.level}, {plan.block_title(item.block)})")
     for w in started.written:
         note = {"written": "new stub", "refreshed": "fresh stub",
+                "kept": "your work in it is kept: a first drill only starts the clock",
                 "replaced": f"fresh stub; your previous file is kept in {sandbox.show(w.archived) if w.archived else ''}"}
         print(f"  edit    {sandbox.show(w.path)}  ({note[w.action]})")
     others = drill.shared_with(item)
