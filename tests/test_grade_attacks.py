@@ -61,20 +61,23 @@ def box_iou(boxes1, boxes2):
     return torch.minimum(a1[:, None], a2[None, :]) / torch.maximum(a1[:, None], a2[None, :]).clamp_min(1e-9)
 '''
 
+
+def _honest_then(doc: str, turn: str) -> str:
+    """Module code that wraps the honest ``box_iou``: the wrapper counts its calls in ``_CALLS`` (the
+    attack's prelude defines it) and runs ``turn``, a condition on that count and what the attack then
+    does, before each honest answer."""
+    return (f'\n_original_iou = box_iou\n\n\ndef box_iou(boxes1, boxes2):\n    """{doc}"""\n'
+            f"    _CALLS[0] += 1{turn}\n    return _original_iou(boxes1, boxes2)\n")
+
+
 # name -> (code inserted after the imports, code appended at the end of the module)
 ATTACKS: dict[str, tuple[str, str]] = {
     "exit_at_import": ("import sys\nsys.exit(0)\n", ""),
-    "os_exit_mid_test": ("import os\n_CALLS = [0]\n", '''
-_original_iou = box_iou
-
-
-def box_iou(boxes1, boxes2):
-    """IoU, then end the process on the fourth call: a test is running by then."""
-    _CALLS[0] += 1
+    "os_exit_mid_test": ("import os\n_CALLS = [0]\n", _honest_then(
+        """IoU, then end the process on the fourth call: a test is running by then.""",
+        """
     if _CALLS[0] >= 4:
-        os._exit(0)
-    return _original_iou(boxes1, boxes2)
-'''),
+        os._exit(0)""")),
     "patch_comparisons": ("import numpy as np\n", WRONG_IOU + '''
 torch.allclose = lambda *args, **kwargs: True
 torch.testing.assert_close = lambda *args, **kwargs: None
@@ -108,92 +111,50 @@ generalized_box_iou = _copied.generalized_box_iou  # noqa: F811
     "read_test_file": ("import canon_tests\nimport pathlib\n", '''
 _SOURCE = (pathlib.Path(canon_tests.__file__).parent / "test_detection_boxes.py").read_text()
 '''),
-    "infinite_loop": ("_CALLS = [0]\n", '''
-_original_iou = box_iou
-
-
-def box_iou(boxes1, boxes2):
-    """Honest for seven calls, then never returns, swallowing whatever tries to stop it."""
-    _CALLS[0] += 1
+    "infinite_loop": ("_CALLS = [0]\n", _honest_then(
+        """Honest for seven calls, then never returns, swallowing whatever tries to stop it.""",
+        """
     while _CALLS[0] >= 8:
         try:
             sum(range(10_000))
         except BaseException:
-            pass
-    return _original_iou(boxes1, boxes2)
-'''),
+            pass""")),
     # The class of the hang: honest through the re-check, then the job ends before its tests all reported,
     # by a way the static scan does not name; none may keep the credit of the tests before the end.
-    "exit_after_recheck": ("import os as _os\n_CALLS = [0]\n", '''
-_original_iou = box_iou
-
-
-def box_iou(boxes1, boxes2):
-    """Honest for seven calls, then the process ends, by a name the scan cannot read."""
-    _CALLS[0] += 1
+    "exit_after_recheck": ("import os as _os\n_CALLS = [0]\n", _honest_then(
+        """Honest for seven calls, then the process ends, by a name the scan cannot read.""",
+        """
     if _CALLS[0] >= 8:
-        vars(_os)["_ex" + "it"](0)
-    return _original_iou(boxes1, boxes2)
-'''),
-    "sigkill_itself": ("import os as _os\n_CALLS = [0]\n", '''
-_original_iou = box_iou
-
-
-def box_iou(boxes1, boxes2):
-    """Honest for seven calls, then a SIGKILL of its own process."""
-    _CALLS[0] += 1
+        vars(_os)["_ex" + "it"](0)""")),
+    "sigkill_itself": ("import os as _os\n_CALLS = [0]\n", _honest_then(
+        """Honest for seven calls, then a SIGKILL of its own process.""",
+        """
     if _CALLS[0] >= 8:
-        vars(_os)["ki" + "ll"](_os.getpid(), 9)
-    return _original_iou(boxes1, boxes2)
-'''),
-    "close_the_channel": ("import os as _os\n_CALLS = [0]\n", '''
-_original_iou = box_iou
-
-
-def box_iou(boxes1, boxes2):
-    """Honest for seven calls, then it closes every descriptor but the standard ones (the result pipe among
-    them) and goes on honestly: nothing it does after can be reported."""
-    _CALLS[0] += 1
+        vars(_os)["ki" + "ll"](_os.getpid(), 9)""")),
+    "close_the_channel": ("import os as _os\n_CALLS = [0]\n", _honest_then(
+        """Honest for seven calls, then it closes every descriptor but the standard ones (the result pipe among
+    them) and goes on honestly: nothing it does after can be reported.""",
+        """
     if _CALLS[0] == 8:
-        _os.closerange(3, 1024)
-    return _original_iou(boxes1, boxes2)
-'''),
-    "interrupt_the_session": ("_CALLS = [0]\n_STOP = KeyboardInterrupt\n", '''
-_original_iou = box_iou
-
-
-def box_iou(boxes1, boxes2):
-    """Honest for seven calls, then an interrupt: pytest ends the session cleanly, as after Ctrl-C."""
-    _CALLS[0] += 1
+        _os.closerange(3, 1024)""")),
+    "interrupt_the_session": ("_CALLS = [0]\n_STOP = KeyboardInterrupt\n", _honest_then(
+        """Honest for seven calls, then an interrupt: pytest ends the session cleanly, as after Ctrl-C.""",
+        """
     if _CALLS[0] >= 8:
-        raise _STOP
-    return _original_iou(boxes1, boxes2)
-'''),
-    "skip_after_recheck": ("import unittest\n_CALLS = [0]\n", '''
-_original_iou = box_iou
-
-
-def box_iou(boxes1, boxes2):
-    """Honest for seven calls, then every test that calls it skips: a skipped test leaves the count."""
-    _CALLS[0] += 1
+        raise _STOP""")),
+    "skip_after_recheck": ("import unittest\n_CALLS = [0]\n", _honest_then(
+        """Honest for seven calls, then every test that calls it skips: a skipped test leaves the count.""",
+        """
     if _CALLS[0] >= 8:
-        raise unittest.SkipTest("not today")
-    return _original_iou(boxes1, boxes2)
-'''),
-    "flood_after_recheck": ("import sys as _sys\n_CALLS = [0]\n", '''
-_original_iou = box_iou
-
-
-def box_iou(boxes1, boxes2):
-    """Honest for seven calls, then it writes without end to the real standard error (past the capture)."""
-    _CALLS[0] += 1
+        raise unittest.SkipTest("not today")""")),
+    "flood_after_recheck": ("import sys as _sys\n_CALLS = [0]\n", _honest_then(
+        """Honest for seven calls, then it writes without end to the real standard error (past the capture).""",
+        """
     while _CALLS[0] >= 8:
         try:
             _sys.__stderr__.write("x" * (1 << 20))
         except BaseException:
-            pass
-    return _original_iou(boxes1, boxes2)
-'''),
+            pass""")),
     "memory_bomb": ("", '''
 def box_iou(boxes1, boxes2):
     """Allocate until something gives."""
