@@ -8,6 +8,11 @@ modules and freezes its heap. Each :func:`check` then forks a child that runs ex
 check`` runs, ``pytest --canon-item=ITEM --impl=PRACTICE --timed``, so the report, the recorded
 attempt and the miss log are those of ``mlcanon check``.
 
+A check need not pay for the fork and pytest's start-up either: :func:`standby` forks the next check's
+child ahead of time, while the learner types. It builds pytest's configuration (the arguments, the ini
+files, the plugins, the initial conftests) and waits before configuring the plugins, the first step that
+reads the learner's practice files; :func:`check` then only tells it to go.
+
 Only the child runs learner code. It leads its own process group, reads no terminal input, and is
 watched: a learner file that crashes the interpreter, calls ``os._exit`` or hangs ends the child
 only. A hang is stopped at the timeout (SIGTERM to the group, then SIGKILL after a grace period), as
@@ -43,6 +48,7 @@ GRACE_S = 1.0
 MIN_TIMEOUT_S = 10.0
 TIMEOUT_FACTOR = 10.0  # the default timeout: this many times the warm-up's reference run, at least MIN_TIMEOUT_S
 POLL_S = 0.01
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}  # what stops this process: held while it forks
 EXIT_HARNESS = 70  # the child failed before pytest could report (EX_SOFTWARE)
 TEST_PACKAGE = "canon_tests"
 # A warm process imported the plugin's packages before pytest could mark them for assertion rewriting;
@@ -159,16 +165,35 @@ def import_heavy() -> None:
 
 @dataclass(frozen=True)
 class Warmed:
-    """What :func:`warm_up` did: the reference run's pytest status, its seconds, and its output."""
+    """What :func:`warm_up` did: the reference run's pytest status, its seconds, its output, and
+    whether the learner's pytest configuration (their ini file) sets a ``log_`` option."""
 
     status: int
     seconds: float
     log: str
+    log_options: bool = False
 
     @property
     def timeout_s(self) -> float:
         """The default timeout of a check of these items."""
         return max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * self.seconds)
+
+    def lean_args(self, extra: Sequence[str] = ()) -> tuple[str, ...]:
+        """pytest arguments a check may add to save time without changing what the learner sees:
+        ``-p no:logging`` (around each phase of each test its log capture walks the ~200 loggers torch
+        registers: ~4% of a DPO check) unless the learner's ini or arguments configure logging. A record logged at
+        WARNING or above then shows under "Captured stderr" instead of "Captured log"."""
+        asked = any(arg.startswith("--log") or arg in ("logging", "-plogging") for arg in extra)
+        return () if self.log_options or asked else ("-p", "no:logging")
+
+
+class _SeenConfig:
+    """A plugin of the warm-up's run: notes the ini file pytest read (the learner's, if any)."""
+
+    inipath: Path | None = None
+
+    def pytest_configure(self, config: Any) -> None:
+        self.inipath = config.inipath
 
 
 def warm_up(items: Sequence[catalog.Item], root: Path) -> Warmed:
@@ -184,9 +209,10 @@ def warm_up(items: Sequence[catalog.Item], root: Path) -> Warmed:
     start = time.perf_counter()
     os.chdir(root)  # a warm process works in its learner repo, as each check does
     path = list(sys.path)
+    seen = _SeenConfig()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         status = pytest.main([f"--canon-item={selector}", "--impl=canon_refs", "-q", "--color=no",
-                              "-p", "no:cacheprovider"])
+                              "-p", "no:cacheprovider"], plugins=[seen])
     # pytest put the canon's root on sys.path to import its conftest; left there, each check would
     # find the package's own metadata and mark all of it for assertion rewriting, which a fresh
     # `mlcanon check` does not (and which would recompile those modules in every child)
@@ -195,7 +221,18 @@ def warm_up(items: Sequence[catalog.Item], root: Path) -> Warmed:
     forget_tests()
     gc.collect()
     gc.freeze()  # what exists now is shared by every child: the collector never walks (and copies) it again
-    return Warmed(int(status), seconds, sink.getvalue())
+    return Warmed(int(status), seconds, sink.getvalue(), _sets_log_options(seen.inipath))
+
+
+def _sets_log_options(inipath: Path | None) -> bool:
+    """Whether the ini file names a ``log_`` option (``log_cli``, ``log_level``, ...): then checks keep
+    pytest's logging plugin, which owns those options."""
+    if inipath is None:
+        return False
+    try:
+        return "log_" in inipath.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True
 
 
 def forget_tests() -> None:
@@ -219,28 +256,96 @@ def report_path(items: Sequence[catalog.Item]) -> Path:
     return Path(STATE_DIR) / REPORTS_DIR / f"{name}.json"
 
 
-def check(args: Sequence[str], root: Path, report: Path, timeout_s: float, *, output: Path | None = None,
-          cancelled: Callable[[], bool] | None = None, extra: Sequence[str] = ()) -> CheckRun:
-    """Fork a child that runs ``pytest args`` in ``root`` with a JSON report written to ``report``
-    (relative to ``root``); wait for it, at most ``timeout_s``.
+class Standby:
+    """A check's child forked ahead of the check (:func:`standby`), waiting for :func:`check` to start it."""
 
-    The child writes to this process's stdout and stderr, or to ``output`` when given. ``cancelled``
-    is asked every few milliseconds; when it says so the check is stopped. Ctrl-C (KeyboardInterrupt)
-    stops the child too, and is raised again once it is gone. A check whose child ended without
-    writing the report did not finish, whatever its exit status.
-    """
-    written = root / report
-    written.unlink(missing_ok=True)
-    argv = [*args, f"--canon-report=json:{report}", *WARM_ARGS, *extra]
+    def __init__(self, pid: int, go: int, argv: Sequence[str], root: Path, output: Path | None) -> None:
+        self.pid = pid
+        self.go: int | None = go  # the write end of the child's pipe; None once the child was started or discarded
+        self.argv = tuple(argv)
+        self.root = root
+        self.output = output
+
+    def start(self) -> bool:
+        """Tell the child to run its check; False (and the child is discarded) when it is not waiting."""
+        if self.go is None:
+            return False
+        if _waiting(self.pid):
+            try:
+                os.write(self.go, b"g")
+            except OSError:
+                pass
+            else:
+                os.close(self.go)
+                self.go = None
+                return True
+        self.discard()
+        return False
+
+    def discard(self) -> None:
+        """End the child, if it still waits (it has run nothing of the learner's), and reap it."""
+        if self.go is None:
+            return  # started (its check reaps it) or already discarded
+        os.close(self.go)
+        self.go = None
+        _stop(self.pid)
+
+
+def standby(args: Sequence[str], root: Path, report: Path, *, output: Path | None = None,
+            extra: Sequence[str] = ()) -> Standby:
+    """Fork the child of the next :func:`check` with the same arguments now: it builds pytest's
+    configuration, then waits to be told to go (or, when this process goes away or :meth:`Standby.discard`
+    is called, ends without running anything). Its output file, if any, is opened now."""
+    argv = _argv(args, report, extra)
+    read, write = os.pipe()
+    pid = _fork(argv, root, output, gate=(read, write))
+    os.close(read)
+    return Standby(pid, write, tuple(argv), root, output)
+
+
+def _argv(args: Sequence[str], report: Path, extra: Sequence[str]) -> list[str]:
+    return [*args, f"--canon-report=json:{report}", *WARM_ARGS, *extra]
+
+
+def _fork(argv: list[str], root: Path, output: Path | None, gate: tuple[int, int] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()  # or the child would print this process's buffered text again
-    start = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:
-        _child(argv, root, output)
+    # A signal that lands during the fork would be raised in an at-fork callback (logging's), where Python
+    # ignores it: Ctrl-C or a kill would be lost. Held until the fork is done, it is raised after it.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            _child(argv, root, output, gate, held)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     with contextlib.suppress(OSError):
         os.setpgid(pid, pid)  # as the child does: no window in which a stop misses its group
+    return pid
+
+
+def check(args: Sequence[str], root: Path, report: Path, timeout_s: float, *, output: Path | None = None,
+          cancelled: Callable[[], bool] | None = None, extra: Sequence[str] = (),
+          ready: Standby | None = None) -> CheckRun:
+    """Run ``pytest args`` in ``root`` in a forked child, with a JSON report written to ``report``
+    (relative to ``root``); wait for it, at most ``timeout_s``.
+
+    The child is ``ready`` when that was forked (:func:`standby`) with the same arguments and is still
+    waiting; otherwise (and ``ready`` is then discarded) it is forked now. It writes to this process's
+    stdout and stderr, or to ``output`` when given. ``cancelled`` is asked every few milliseconds; when
+    it says so the check is stopped. Ctrl-C (KeyboardInterrupt) stops the child too, and is raised again
+    once it is gone. A check whose child ended without writing the report did not finish, whatever its
+    exit status.
+    """
+    written = root / report
+    written.unlink(missing_ok=True)
+    argv = _argv(args, report, extra)
+    start = time.perf_counter()
+    pid = _started(ready, argv, root, output)
+    if pid is None:
+        start = time.perf_counter()
+        pid = _fork(argv, root, output)
     ending, code, cpu = _wait(pid, timeout_s, cancelled)
     seconds = time.perf_counter() - start
     if ending is Ending.FINISHED and not written.is_file():
@@ -249,13 +354,60 @@ def check(args: Sequence[str], root: Path, report: Path, timeout_s: float, *, ou
     return CheckRun(ending, code, seconds, cpu, verdicts, timeout_s)
 
 
-def _child(argv: list[str], root: Path, output: Path | None) -> None:
-    """The forked child: its own process group, no terminal input, then pytest; never returns."""
+def _started(ready: Standby | None, argv: list[str], root: Path, output: Path | None) -> int | None:
+    """Start ``ready`` and return its pid, when it is the child this check needs and still waits; else
+    discard it and return None."""
+    if ready is None:
+        return None
+    if (ready.argv, ready.root, ready.output) == (tuple(argv), root, output) and ready.start():
+        return ready.pid
+    ready.discard()
+    return None
+
+
+def _waiting(pid: int) -> bool:
+    """Whether the child ``pid`` has not ended (it is not reaped here)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:
+        return False
+
+
+def _gate(fd: int) -> object:
+    """The plugin of a child forked ahead of its check: it holds pytest after its configuration is built
+    and before the plugins are configured (the first step that imports the learner's files), until the
+    parent writes a byte. At end of file (the parent discarded the child, or is gone) the child ends."""
+    import pytest
+
+    class Gate:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_cmdline_main(self, config: pytest.Config) -> None:
+            try:
+                go = os.read(fd, 1)
+            except OSError:
+                go = b""
+            if not go:
+                os._exit(0)
+            os.close(fd)
+
+    return Gate()
+
+
+def _child(argv: list[str], root: Path, output: Path | None, gate: tuple[int, int] | None,
+           mask: Iterable[int]) -> None:
+    """The forked child: its own process group, no terminal input, then pytest (held by a gate's pipe
+    until the parent says go, when ``gate`` is given); never returns."""
     code = EXIT_HARNESS
     try:
         os.setpgid(0, 0)
+        plugins: list[object] = []
+        if gate is not None:
+            os.close(gate[1])  # the parent's end: only the parent may hold it, or end of file never comes
+            plugins.append(_gate(gate[0]))
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # the parent's, as it was before the fork
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         if output is not None:
@@ -268,7 +420,7 @@ def _child(argv: list[str], root: Path, output: Path | None) -> None:
                 stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a crash keeps what was said
         import pytest
 
-        code = int(pytest.main(argv))
+        code = int(pytest.main(argv, plugins=plugins))
     except BaseException:  # noqa: BLE001 - whatever happened, say so and end this process only
         with contextlib.suppress(Exception):
             traceback.print_exc()
@@ -442,7 +594,7 @@ def serve(requests: Iterable[str], reply: Callable[[str], None]) -> None:
         output = (root / report).with_suffix(".txt")
         output.parent.mkdir(parents=True, exist_ok=True)
         run = check(check_args(items, Path(request.practice), strict=False, root=root), root, report, timeout, output=output,
-                    extra=("--color=no",))
+                    extra=("--color=no", *warmed[request.items].lean_args()))
         reply(Reply(run, str(output), str(root / report), paid).to_json())
 
 

@@ -123,6 +123,9 @@ def test_a_failing_check_shows_short_tracebacks_and_the_report_of_mlcanon_check(
         verdict = watch.until(VERDICT)
         shown = watch.seen[start:-1]
         watched_report = json.loads((root / name).read_text())
+        # at once after a verdict, while the next check's child is being forked: a kill is not lost in the fork
+        watch.process.send_signal(signal.SIGTERM)
+        assert watch.process.wait(timeout=30) == 0
     finally:
         watch.process.kill()
     assert verdict.startswith(f"{VERDICT}no: correctness failed (8 of 23 tests)")
@@ -179,3 +182,46 @@ def test_the_warm_up_leaves_sys_path_as_it_found_it(tmp_path: Path) -> None:
               "print(json.dumps({'status': warmed.status, 'added': [p for p in sys.path if p not in before]}))")
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert json.loads(done.stdout.splitlines()[-1]) == {"status": 0, "added": []}, done.stderr[-2000:]
+
+
+STANDBY_SCRIPT = """
+import json, os, sys, time
+from pathlib import Path
+from pytest_mlcanon import catalog, warm
+item = catalog.get('detection/boxes')
+root = Path.cwd()
+practice = root / 'practice' / 'detection' / 'boxes.py'
+warmed = warm.warm_up([item], root)
+argv = warm.check_args([item], root / 'practice', False, root, timed=False)
+report = warm.report_path([item])
+out = root / 'out.txt'
+verdicts = []
+for text in sys.argv[1:]:
+    ready = warm.standby(argv, root, report, output=out, extra=warmed.lean_args())
+    time.sleep(1.0)  # the standby child is built and waiting; the learner saves only now
+    practice.write_text(Path(text).read_text())
+    run = warm.check(argv, root, report, 60, output=out, extra=warmed.lean_args(), ready=ready)
+    verdicts.append([v.text for v in run.verdicts])
+left = warm.standby(argv, root, report, output=out)
+time.sleep(0.5)
+left.discard()
+try:
+    os.kill(left.pid, 0)
+    gone = False
+except ProcessLookupError:
+    gone = True
+print(json.dumps({'verdicts': verdicts, 'discarded_is_gone': gone}))
+"""
+
+
+def test_a_child_forked_ahead_of_the_save_checks_the_file_as_saved(drilled: Path) -> None:
+    """watch forks the next check's child while the learner types (warm.standby); what it checks is the
+    file as it is when the check starts, and a standby that is never used leaves no process behind."""
+    root = drilled.parents[2]
+    (root / "good.py").write_text(GOOD_BOXES)
+    (root / "wrong.py").write_text(WRONG)
+    done = subprocess.run([sys.executable, "-c", STANDBY_SCRIPT, "wrong.py", "good.py"], cwd=root,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result == {"verdicts": [["no: correctness failed (8 of 23 tests) 4/5"], ["strong 5/5"]], "discarded_is_gone": True}, result

@@ -138,33 +138,43 @@ def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace, ex
           flush=True)
     argv = warm.check_args(items, sandbox.practice, args.strict, sandbox.root)
     report = warm.report_path(items)
-    while True:
-        changed = watched.changed()
-        if not changed:
-            time.sleep(POLL_S)
-            continue
-        saved_at = max((_mtime(path) for path in changed), default=time.time())
-        if args.clear:
-            print("\033[2J\033[H", end="")
-        names = ", ".join(sandbox.show(path) for path in changed)
-        try:  # as `mlcanon check` would: the items may have been reset since (in another terminal)
-            drill.checkable(sandbox.root, selector, str(sandbox.practice))
-        except (drill.DrillError, StateError) as exc:
-            print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: not checked: {exc} ──", flush=True)
-            continue
-        if all(untouched_stub(sandbox.file(m)) for item in items for m in item.modules):
-            # a fresh stub (`mlcanon drill` again): a check would only log "unimplemented" as a miss
-            print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: a fresh stub, not checked ──", flush=True)
-            continue
-        print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: checking {labels} ──", flush=True)
-        result = warm.check(argv, sandbox.root, report, timeout, cancelled=watched.dirty,
-                            extra=(*DEFAULT_PYTEST_ARGS, *extra))
-        cut = "" if result.ending.whole else "\n"  # a check cut short may have stopped mid-line
-        if result.ending is warm.Ending.CANCELLED:
-            print(f"{cut}── saved again: this check is stopped (nothing recorded) and a new one starts ──", flush=True)
-            continue
-        latency = time.time() - saved_at
-        print(f"{cut}── {result.describe(labels)} · {latency:.2f} s after the save ──", flush=True)
+    extra = (*DEFAULT_PYTEST_ARGS, *warmed.lean_args(extra), *extra)
+    ready = None  # the next check's child, forked ahead of the save (warm.standby)
+    try:
+        while True:
+            if ready is None:
+                ready = warm.standby(argv, sandbox.root, report, extra=extra)
+            changed = watched.changed()
+            if not changed:
+                time.sleep(POLL_S)
+                continue
+            saved_at = max((_mtime(path) for path in changed), default=time.time())
+            if args.clear:
+                print("\033[2J\033[H", end="")
+            names = ", ".join(sandbox.show(path) for path in changed)
+            try:  # as `mlcanon check` would: the items may have been reset since (in another terminal)
+                drill.checkable(sandbox.root, selector, str(sandbox.practice))
+            except (drill.DrillError, StateError) as exc:
+                print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: not checked: {exc} ──", flush=True)
+                continue
+            if all(untouched_stub(sandbox.file(m)) for item in items for m in item.modules):
+                # a fresh stub (`mlcanon drill` again): a check would only log "unimplemented" as a miss
+                print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: a fresh stub, not checked ──", flush=True)
+                continue
+            print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: checking {labels} ──", flush=True)
+            result = warm.check(argv, sandbox.root, report, timeout, cancelled=watched.dirty, extra=extra,
+                                ready=ready)
+            ready = None
+            cut = "" if result.ending.whole else "\n"  # a check cut short may have stopped mid-line
+            if result.ending is warm.Ending.CANCELLED:
+                print(f"{cut}── saved again: this check is stopped (nothing recorded) and a new one starts ──",
+                      flush=True)
+                continue
+            latency = time.time() - saved_at
+            print(f"{cut}── {result.describe(labels)} · {latency:.2f} s after the save ──", flush=True)
+    finally:
+        if ready is not None:
+            ready.discard()
 
 
 def _mtime(path: Path) -> float:
