@@ -289,6 +289,9 @@ class TestKMeans:
         assert len(set().union(*mapped)) == 3, "two true clusters share a label"
         order = [next(iter(s)) for s in mapped]
         np.testing.assert_allclose(res.centroids[order], centres, atol=0.25)
+        # the stub's stop rule: once no centroid moves more than tol, no further update runs (a few on blobs)
+        assert res.n_iter < 100 and len(res.inertia_history) == res.n_iter + 1, (
+            f"converged blobs stopped after {res.n_iter} of at most 100 updates")
 
     def test_inertia_history_non_increasing(self) -> None:
         X = make_rng(9).uniform(size=(300, 2))
@@ -379,6 +382,16 @@ class TestKMeans:
         after_zero = picks[picks[:, 0] == 0.0, 1]
         se = np.sqrt(0.8 * 0.2 / after_zero.size)
         assert abs(np.mean(after_zero == 2.0) - 0.8) <= 4 * se
+
+    def test_kmeans_plus_plus_measures_the_nearest_centroid_chosen_so_far(self) -> None:
+        # X = {0, 1, 10, 11}: after picks 0 then 10, D^2 to the nearest pick is [0, 1, 0, 1], so the third pick
+        # is 1 or 11 with p = 1/2 each; measuring D to the last pick only (10) gives 1 with p = 81/82.
+        X = np.array([[0.0], [1.0], [10.0], [11.0]])
+        g = make_rng(15)
+        picks = np.array([kmeans.kmeans_plus_plus_init(X, 3, g)[:, 0] for _ in range(3000)])  # (3000, 3)
+        third = picks[(picks[:, 0] == 0.0) & (picks[:, 1] == 10.0), 2]  # about 3000 * 1/4 * 100/222 = 338 draws
+        assert third.size > 200
+        assert abs(np.mean(third == 1.0) - 0.5) <= 4 * np.sqrt(0.25 / third.size)
 
     @pytest.mark.numerics_probe
     def test_translation_by_1e6_changes_nothing(self) -> None:

@@ -125,6 +125,15 @@ class TestLogisticRegression:
         assert pred.dtype == np.int64 and pred.shape == y.shape
         assert len(model.loss_history_) == 2000
         assert model.loss_history_[-1] < 0.05
+        # the stub: the objective *before* each update, so the first entry is that of w = 0, b = 0: ln 2
+        assert_close(model.loss_history_[0], np.log(2.0), what="loss_history_[0] (before the first update, w = 0)")
+
+    @pytest.mark.edge_case
+    def test_predict_at_exactly_the_threshold_is_one(self):
+        # The stub: labels are 1[p >= threshold]. Zero features with balanced labels keep w = 0 and b = 0
+        # (both gradients are exactly 0), so every probability is exactly 0.5.
+        model = logreg.LogisticRegression(n_iter=3).fit(np.zeros((2, 1)), np.array([0, 1]))
+        assert model.predict(np.zeros((3, 1))).tolist() == [1, 1, 1]
 
     def test_l2_solution_matches_newton_raphson(self):
         X, y = _overlapping_2class(n=120, d=3, seed=4)

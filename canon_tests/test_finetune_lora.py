@@ -126,6 +126,25 @@ def test_gradcheck_float64():
     assert torch.autograd.gradcheck(layer, (x,))
 
 
+
+def test_adapters_follow_the_base_dtype():
+    # The stub: lora_A and lora_B are in the base weight's dtype, so a float64 base gives a float64 layer.
+    torch.manual_seed(0)
+    layer = lora.LoRALinear(nn.Linear(4, 3).double(), r=2)
+    assert layer.lora_A.dtype == torch.float64 and layer.lora_B.dtype == torch.float64
+    assert layer(randn(2, 4, seed=1, dtype=torch.float64)).dtype == torch.float64
+
+
+def test_count_trainable_parameters_counts_a_tied_weight_once():
+    class Tied(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.head = nn.Linear(4, 10, bias=False)
+            self.head.weight = self.emb.weight
+
+    assert lora.count_trainable_parameters(Tied()) == 40
+
 @pytest.mark.numerics_probe
 def test_fp16_probe():
     layer = _wrapped(seed=13, randomise_b=True, r=4)

@@ -239,6 +239,19 @@ def test_low_precision_probe():
     assert half.losses.dtype == torch.float16
 
 
+
+@pytest.mark.numerics_probe
+def test_half_precision_is_computed_in_float32():
+    # The stub: float16 inputs are computed in float32 and cast back. Log-ratios of -+60000 (long
+    # completions) are representable in float16, their difference of -120000 is not (max 65504): computed in
+    # float16 the margin is -inf and the loss inf, computed in float32 the loss is 12000, exact in float16.
+    half = dict(dtype=torch.float16)
+    out = dpo.dpo_loss(torch.tensor([-60000.0], **half), torch.tensor([0.0], **half),
+                       torch.tensor([0.0], **half), torch.tensor([-60000.0], **half), beta=0.1)
+    assert out.losses.dtype == torch.float16
+    assert_close(out.losses.float(), torch.tensor([12000.0]), dtype=torch.float16,
+                 what="dpo_loss(float16 log-ratios -60000 and +60000, beta=0.1).losses")
+
 @pytest.mark.numerics_probe
 def test_token_logprobs_extreme_logits():
     logits = torch.tensor([[[1e4, -1e4, 0.0], [-1e4, 1e4, 0.0]]], dtype=torch.float32)
@@ -425,6 +438,38 @@ def test_run_dpo_is_deterministic_given_seed():
         runs.append(dpo.run_dpo(policy, dpo.freeze_reference(policy), _toy_pairs(), steps=3, lr=1e-2, seed=5))
     assert runs[0] == runs[1]
 
+
+
+def test_run_dpo_on_one_batch_follows_a_manual_adamw_loop():
+    # One batch leaves nothing to the shuffle, so the stated loop fixes the history: the reference under
+    # no_grad, the pair loss of dpo_loss averaged over the batch, AdamW(lr, weight_decay=0) on the policy,
+    # gradients cleared every step, the margin recorded with beta. Float64 so three Adam steps stay exact to
+    # far below the floor; a forgotten zero_grad, AdamW's default weight decay of 0.01, the reference
+    # scored by the policy or a margin without beta move a recorded value by 1e-4 or more.
+    batch = _toy_pairs(n_batches=1, batch_size=4, seed=2)[0]
+    policy = ToyCausalLM(seed=3).double()
+    history = dpo.run_dpo(policy, dpo.freeze_reference(policy), [batch], steps=3, lr=0.1, beta=0.5, seed=0)
+
+    model, frozen = ToyCausalLM(seed=3).double(), ToyCausalLM(seed=3).double()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.0)
+    sides = [(batch[f"{side}_ids"], batch[f"{side}_mask"], batch[f"{side}_completion_mask"]) for side in ("chosen", "rejected")]
+    want_losses, want_margins = [], []
+    for _ in range(3):
+        with torch.no_grad():
+            ref_c, ref_r = (_manual_sequence_logprob(frozen, *side) for side in sides)
+        pol_c, pol_r = (_manual_sequence_logprob(model, *side) for side in sides)
+        margin = 0.5 * ((pol_c - ref_c) - (pol_r - ref_r))
+        loss = F.softplus(-margin).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        want_losses.append(float(loss.detach()))
+        want_margins.append(float(margin.detach().mean()))
+    what = "run_dpo(one batch, steps=3, lr=0.1, beta=0.5) vs a manual AdamW(weight_decay=0) loop"
+    assert_close(torch.tensor(history["losses"][:3], dtype=torch.float64), torch.tensor(want_losses),
+                 magnitude=LOGP_SCALE, what=f"{what}: losses")
+    assert_close(torch.tensor(history["margins"][:3], dtype=torch.float64), torch.tensor(want_margins),
+                 magnitude=LOGP_SCALE, what=f"{what}: margins")
 
 # --- errors -------------------------------------------------------------------------------------------
 

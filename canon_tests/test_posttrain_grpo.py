@@ -472,6 +472,83 @@ def test_grpo_step_update_matches_reinforce_with_group_baseline():
            magnitude=float(adv.abs().max()) * 8)
 
 
+
+def _manual_completion_logp(model, sequences, prompt_len):
+    logits = model(sequences)[0]
+    logp = torch.log_softmax(logits[:, prompt_len - 1 : -1], dim=-1)
+    return logp.gather(-1, sequences[:, prompt_len:, None])[..., 0]
+
+
+def test_grpo_step_inner_epochs_follow_the_stated_loop():
+    """Three inner epochs with SGD against a reference that differs from the policy: logp_old and logp_ref
+    are computed once, before the first update; every epoch minimises grpo_loss (clip and k3 leash); the
+    reported loss is the mean over the epochs; the policy is left in train mode."""
+    policy = ToyCausalLM(seed=4)
+    reference = dpo.freeze_reference(ToyCausalLM(seed=5))
+    start, frozen = ToyCausalLM(seed=4), ToyCausalLM(seed=5)
+    seen: dict[str, torch.Tensor] = {}
+
+    def verifier(prompt_ids, completion_ids):
+        seen["prompts"], seen["completions"] = prompt_ids.clone(), completion_ids.clone()
+        rewards = _is_greater(prompt_ids, completion_ids)
+        rewards[:4] = torch.tensor([0.0, 1.0, 1.0, 0.0])  # the first group is informative whatever was sampled
+        return rewards
+
+    lr, kl_coef, epochs = 2.0, 0.5, 3
+    stats = grpo.grpo_step(
+        policy, reference, torch.optim.SGD(policy.parameters(), lr=lr), torch.tensor([[3, 1], [2, 8], [5, 5]]),
+        verifier, group_size=4, max_new_tokens=3, inner_epochs=epochs, kl_coef=kl_coef,
+        generator=torch.Generator().manual_seed(2),
+    )
+    assert policy.training, "grpo_step leaves the policy in train mode"
+
+    rewards = verifier(seen["prompts"], seen["completions"]).reshape(3, 4)
+    keep = rewards.amax(dim=1) > rewards.amin(dim=1)
+    sequences = torch.cat([seen["prompts"], seen["completions"]], dim=1)[keep.repeat_interleave(4)]
+    adv = ((rewards - rewards.mean(dim=1, keepdim=True)) / rewards.std(dim=1, unbiased=False, keepdim=True))[keep]
+    adv = adv.reshape(-1, 1)
+    optimizer = torch.optim.SGD(start.parameters(), lr=lr)
+    with torch.no_grad():
+        logp_old, logp_ref = _manual_completion_logp(start, sequences, 2), _manual_completion_logp(frozen, sequences, 2)
+    losses, clipped = [], False
+    for _ in range(epochs):
+        logp = _manual_completion_logp(start, sequences, 2)
+        ratio = torch.exp(logp - logp_old)
+        clipped |= bool(((ratio < 0.8) | (ratio > 1.2)).any())
+        surrogate = -torch.minimum(ratio * adv, ratio.clamp(0.8, 1.2) * adv).mean()
+        d = logp_ref - logp
+        loss = surrogate + kl_coef * (torch.exp(d) - d - 1).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    assert clipped, "test setup: the clip must bind in a later epoch"
+    _close(stats["loss"], sum(losses) / epochs, f"grpo_step(inner_epochs={epochs}, kl_coef={kl_coef})['loss']",
+           dtype=torch.float32, magnitude=max(abs(v) for v in losses) * 8)
+    for (name, moved), want in zip(policy.named_parameters(), start.parameters(), strict=True):
+        assert_close(moved, want.detach(), what=f"parameter {name} after {epochs} inner epochs of SGD(lr={lr})",
+                     magnitude=float(want.detach().abs().max()) * 8)
+
+
+def test_grpo_step_samples_at_the_given_temperature():
+    # At temperature 1e-4 sampling is greedy for these logits, so every completion is the policy's argmax
+    # continuation; sampling at temperature 1 draws other tokens among the 12 completions.
+    policy = ToyCausalLM(seed=6)
+    greedy = torch.tensor([[3, 1], [2, 8], [5, 5]]).repeat_interleave(4, dim=0)
+    with torch.no_grad():
+        for _ in range(3):
+            greedy = torch.cat([greedy, policy(greedy)[0][:, -1].argmax(dim=-1, keepdim=True)], dim=1)
+    seen: dict[str, torch.Tensor] = {}
+
+    def verifier(prompt_ids, completion_ids):
+        seen["completions"] = completion_ids.clone()
+        return torch.ones(prompt_ids.shape[0])
+
+    grpo.grpo_step(policy, dpo.freeze_reference(policy), torch.optim.SGD(policy.parameters(), lr=1.0),
+                   torch.tensor([[3, 1], [2, 8], [5, 5]]), verifier, group_size=4, max_new_tokens=3,
+                   temperature=1e-4, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(seen["completions"], greedy[:, 2:]), "completions at temperature 1e-4 are the argmax ones"
+
 @pytest.mark.edge_case
 def test_grpo_step_all_degenerate_groups_make_no_update():
     policy = ToyCausalLM(seed=3)

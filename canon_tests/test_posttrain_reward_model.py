@@ -3,6 +3,7 @@ pair layout from seed 002). The backbone is the tiny GPT of #31."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -248,6 +249,13 @@ def test_last_token_index_of_right_padded_rows():
     assert torch.equal(reward_model.last_token_index(mask.bool()), idx)
 
 
+
+def test_last_token_index_of_left_padded_rows():
+    # The stub: the largest position whose mask is set, so it holds for any padding side (a count of real
+    # tokens minus one would point into the row's padding-free prefix instead).
+    mask = torch.tensor([[0, 0, 1, 1], [0, 1, 1, 1], [1, 1, 0, 0]])
+    assert reward_model.last_token_index(mask).tolist() == [3, 3, 1]
+
 @pytest.mark.contract
 def test_last_token_index_rejects_an_empty_row():
     with pytest.raises(ValueError):
@@ -392,6 +400,33 @@ def test_train_reward_model_validates_before_training():
         reward_model.train_reward_model(rm, [batch, {"chosen_ids": batch["chosen_ids"]}], steps=3)
     assert all(torch.equal(a, b) for a, b in zip(before, rm.parameters()))
 
+
+
+def test_train_on_one_batch_follows_a_manual_adamw_loop():
+    # One batch leaves nothing to the shuffle, so the stated loop fixes the losses: rewards at the last
+    # real token, pairwise_loss, AdamW(lr, weight_decay=0), gradients cleared every step. Float64 keeps three
+    # steps exact to far below the floor; a forgotten zero_grad or AdamW's default decay moves them by more.
+    rm = _tiny_reward_model(seed=3).double()
+    manual = copy.deepcopy(rm)
+    batch = reward_model.collate_pairs(*_preference_pairs(6, torch.Generator().manual_seed(3)), pad_id=PAD_ID)
+    history = reward_model.train_reward_model(rm, [batch], steps=3, lr=0.05, seed=0)
+
+    def rewards(ids, mask):
+        hidden = manual.backbone.hidden_states(ids, attention_mask=mask)
+        last = mask.sum(dim=1) - 1  # collate_pairs pads on the right
+        return manual.head(hidden[torch.arange(ids.shape[0]), last]).squeeze(-1)
+
+    optimizer = torch.optim.AdamW(manual.parameters(), lr=0.05, weight_decay=0.0)
+    want = []
+    for _ in range(3):
+        gap = rewards(batch["chosen_ids"], batch["chosen_mask"]) - rewards(batch["rejected_ids"], batch["rejected_mask"])
+        loss = F.softplus(-gap).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        want.append(float(loss.detach()))
+    assert_close(torch.tensor(history["losses"][:3], dtype=torch.float64), torch.tensor(want),
+                 what="train_reward_model(one batch, steps=3, lr=0.05) vs a manual AdamW(weight_decay=0) loop")
 
 def test_trained_reward_model_prefers_token_7_on_held_out_pairs():
     rm = reward_model.RewardModel.from_gpt(_tiny_gpt(TRAIN_SEED))

@@ -239,6 +239,25 @@ def test_solves_the_corridor():
     assert np.mean(returns[-20:]) > 0.6
 
 
+
+class _SelfLoop(GridWorld):
+    """A 1x2 GridWorld whose start steps to itself with reward 1 and never terminates: every episode ends on
+    the time limit. Everything but ``step`` is the real GridWorld's."""
+
+    def step(self, action: int) -> tuple[int, float, bool]:
+        return self.start_state, 1.0, False
+
+
+def test_a_time_limit_still_bootstraps():
+    # The stub: an episode cut by max_steps is not terminal, its last transition still bootstraps. With one
+    # step per episode on a self-loop paying 1, the critic's fixed point is 1 / (1 - gamma) = 2 at gamma 0.5
+    # (1.99-2.01 on seeds 0-4 after 100 episodes); treating the cut as terminal makes it 1 (0.9997-0.99999).
+    out = ac.train_actor_critic(_SelfLoop(1, 2), n_episodes=100, gamma=0.5, lr=0.01, max_steps=1, seed=0)
+    with torch.no_grad():
+        value = float(out["model"](torch.from_numpy(GridWorld(1, 2).one_hot(0))[None])[1][0])
+    assert value > 1.5, f"V(s) = {value:.4f} after training on a self-loop cut every step; 2 = 1 / (1 - gamma) expected"
+
+
 def test_same_seed_same_run():
     a = ac.train_actor_critic(GridWorld(1, 4), n_episodes=15, seed=3)
     b = ac.train_actor_critic(GridWorld(1, 4), n_episodes=15, seed=3)

@@ -350,6 +350,63 @@ def test_update_minibatch_count_with_a_ragged_last_minibatch():
     assert len(history["loss"]) == 3 * 4
 
 
+
+def test_update_full_batch_step_reports_the_stated_losses():
+    # One epoch, one minibatch of the whole batch: the permutation cannot matter, so the step's history is
+    # the stated loss of the batch under the model before the step, with ratios away from 1 (old_logp
+    # shifted), returns unlike the advantages, and an entropy bonus. The policy term is left out (the stub does
+    # not say whether ppo_update normalises advantages); loss - policy_loss = vf_coef * value_loss - ent_coef *
+    # entropy is checked instead.
+    model, batch = _contextual_batch(7)
+    g = torch.Generator().manual_seed(7)
+    batch["old_logp"] = batch["old_logp"] + 0.3 * torch.randn(64, generator=g)
+    batch["returns"] = torch.randn(64, generator=g)
+    with torch.no_grad():
+        logits, values = model(batch["obs"])
+        log_probs = logits.log_softmax(-1)
+        new_logp = log_probs.gather(1, batch["actions"][:, None]).squeeze(1)
+        log_ratio = new_logp - batch["old_logp"]
+        ratio = log_ratio.exp()
+        value_loss = 0.5 * ((values - batch["returns"]) ** 2).mean()
+        entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    want = {
+        "value_loss": value_loss,
+        "loss - policy_loss": 0.5 * value_loss - 0.1 * entropy,
+        "approx_kl": (ratio - 1 - log_ratio).mean(),
+        "clip_fraction": ((ratio - 1).abs() > 0.2).float().mean(),
+    }
+    history = ppo.ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.01), batch, epochs=1,
+                             minibatch_size=64, ent_coef=0.1, seed=7)
+    assert len(history["loss"]) == 1
+    got = {key: history[key][0] for key in ("value_loss", "approx_kl", "clip_fraction")}
+    got["loss - policy_loss"] = history["loss"][0] - history["policy_loss"][0]
+    for key, value in want.items():
+        assert_close(torch.tensor(got[key]), value.double(), dtype=torch.float32, magnitude=4.0,
+                     what=f"ppo_update(one full-batch step, ent_coef=0.1): {key} of step 0")
+
+
+def test_target_kl_stops_at_the_first_minibatch_over_one_and_a_half_target():
+    # The stop rule is stated: before a step, stop when the minibatch's approx_kl > 1.5 * target_kl. Runs with
+    # one seed take the same steps until they stop, so a target is read off a free run: one that a step's
+    # KL exceeds but not by the factor 1.5, so the run must go past it and stop at the first larger KL.
+    model, batch = _contextual_batch(2)
+    free = ppo.ppo_update(model, torch.optim.Adam(model.parameters(), lr=0.05), batch, epochs=4,
+                          minibatch_size=16, seed=2)["approx_kl"]
+    for j in range(1, len(free)):
+        target = free[j] / 1.2
+        over = [i for i, kl in enumerate(free) if kl > 1.5 * target]
+        if (over and over[0] > j and over[0] % 4 != 0 and free[over[0]] > 1.51 * target
+                and all(kl < 1.49 * target for kl in free[: over[0]])):
+            break
+    else:
+        pytest.fail("test setup: no target separates the stop rule from a stop at target_kl")
+    model, batch = _contextual_batch(2)
+    history = ppo.ppo_update(model, torch.optim.Adam(model.parameters(), lr=0.05), batch, epochs=4,
+                             minibatch_size=16, target_kl=target, seed=2)
+    assert len(history["loss"]) == over[0], (
+        f"with target_kl={target:.3g}, the approx_kl of the free run's steps {[round(k, 6) for k in free]} "
+        f"first exceed 1.5 * target_kl at step {over[0]}, so {over[0]} steps are taken; got {len(history['loss'])}")
+
 def test_target_kl_stops_early():
     model, batch = _contextual_batch(2)
     history = ppo.ppo_update(model, torch.optim.Adam(model.parameters(), lr=0.05), batch, epochs=4,

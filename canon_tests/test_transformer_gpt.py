@@ -209,6 +209,14 @@ class TestGeneration:
         ]
         assert torch.equal(runs[0], runs[1])
 
+    def test_train_or_eval_mode_is_left_as_the_caller_set_it(self):
+        # The stub: generate leaves the model's mode alone (a model.eval() inside it would silently switch off
+        # dropout for the caller's next training step)
+        for training in (True, False):
+            model = ToyCausalLM(seed=2).train(training)
+            generation.generate(model, torch.tensor([[1, 2]]), 2, generator=torch.Generator().manual_seed(0))
+            assert model.training is training, f"generate changed the model's mode from training={training}"
+
     def test_greedy_is_the_argmax_chain(self):
         model = self.CountingLM(vocab_size=8)
         out = generation.generate(model, torch.tensor([[2], [6]]), 4, greedy=True)
