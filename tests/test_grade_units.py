@@ -177,6 +177,15 @@ def test_compare_walks_records_by_field_and_wants_the_same_type() -> None:
     ("exec('x = 1')", "INT009"),
     ("import ctypes", "INT009"),
     ("import unittest\nraise unittest.SkipTest('not today')", "INT002"),
+    # values that answer a test's comparisons their own way
+    ("from torch import Tensor\nclass Agree(Tensor):\n    pass", "INT002"),
+    ("import numpy as np\nclass Agree(np.ndarray):\n    pass", "INT002"),
+    ("class Agree:\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+     "        return True", "INT002"),
+    ("class Agree:\n    __array_ufunc__ = None", "INT002"),
+    ("class Yes(float):\n    def __eq__(self, other):\n        return True", "INT002"),
+    ("import torch\nx = torch.zeros(2).as_subclass(type)", "INT002"),
+    ("Agree = type('Agree', (float,), {})", "INT009"),
 ])
 def test_scan_rules(tmp_path: Path, snippet: str, code: str) -> None:
     path = tmp_path / "detection" / "boxes.py"
