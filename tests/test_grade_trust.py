@@ -537,6 +537,50 @@ def test_a_difference_on_a_numerics_probes_call_is_numerics_evidence_not_a_faile
     assert "probe" not in recheck.child_cases([extreme])[0], "the job cannot tell a probe's case from another"
 
 
+AUTOGRAD = catalog.get("nn/autograd")
+
+
+def _value_case(method: str) -> dict:
+    """A script case of autograd's ``Value``: built from a float, one method called; its answer is a Value."""
+    case = {"item": AUTOGRAD.slug, "kind": "script", "module": "nn/autograd", "function": "Value", "probe": False,
+            "init": [values.encode((0.7,)), values.encode({})], "state": None, "training": True,
+            "steps": [{"method": method, "args": values.encode(()), "kwargs": values.encode({})}]}
+    expected = replay.run_case(case, replay.import_module, report_all=True)
+    return {**case, "expected": expected.result, "mutated": {}}
+
+
+def _wrong_autograd() -> ModuleType:
+    from canon_refs.nn import autograd
+
+    class Value(autograd.Value):
+        def exp(self) -> autograd.Value:  # wrong: always 0
+            return Value(0.0)
+
+    module = ModuleType("wrong_autograd")
+    module.Value = Value  # type: ignore[attr-defined]
+    return module
+
+
+def test_an_answer_compared_by_its_type_only_verifies_nothing() -> None:
+    """A ``Value`` is not data the codec carries: it is compared by its type's name, so any Value passes.
+    Such a case is no evidence: the item is unverified (the teacher's policy), never verified by it."""
+    from pytest_mlcanon.grade.verifier import Calibration
+
+    case = _value_case("exp")
+    assert compare.evidence(case) == "a Value" and compare.evidence(_dpo_case(0.3, probe=False)) == ""
+    wrong = _wrong_autograd()
+    answers = [{"kind": "recheck", "seq": 0, "index": 0,
+                "result": replay.run_case({**recheck.child_cases([case])[0]}, lambda path: wrong).result}]
+    check = assess._recheck(AUTOGRAD, Calibration(cases={AUTOGRAD.slug: [case]}), assess.read_frames(answers),  # noqa: SLF001
+                            config.GradeConfig())
+    assert check.status == "unverified" and check.policy == "review", check
+    recorder = recheck.Recorder((AUTOGRAD,))
+    recorder.publics[AUTOGRAD.slug] = ["Value.exp"]
+    recorder._called.add((AUTOGRAD.slug, "Value.exp"))  # noqa: SLF001
+    assert recorder.coverage({AUTOGRAD.slug: [case]})[AUTOGRAD.slug] == {
+        "Value.exp": "unverified: its answers are a Value, which the re-check cannot compare"}
+
+
 def test_a_numerics_probes_call_is_a_kind_of_its_own() -> None:
     from canon_refs.posttrain import dpo
 

@@ -79,6 +79,52 @@ def compare(expected: Any, got: Any, where: str = "result", context: Context | N
     return problems[:MAX_PROBLEMS]
 
 
+def evidence(case: dict[str, Any]) -> str:
+    """Empty when a case's expected answer (or an argument after the call) holds something an answer
+    could get wrong; else what it holds instead (``a Value``): an object the codec does not carry is
+    compared by its type's name only and an empty mapping takes any mapping, so a case that expects
+    nothing else proves nothing about the function's values."""
+    from pytest_mlcanon.grade.values import decode
+
+    values = [case.get("expected"), *dict(case.get("mutated") or {}).values()]
+    try:
+        decoded = [decode(value) for value in values]
+    except CodecError:
+        return "an answer the parent cannot read"
+    if any(_holds_data(value) for value in decoded):
+        return ""
+    opaque = _first_opaque(decoded)
+    return f"a {opaque}" if opaque else "an empty mapping"
+
+
+def _holds_data(value: Any) -> bool:
+    """Whether comparing with ``value`` can tell one answer of its type from another."""
+    if isinstance(value, (Opaque, Ignored, Raised)):
+        return False
+    if isinstance(value, Record):
+        return any(_holds_data(v) for v in value.fields.values())
+    if isinstance(value, dict):  # extra keys are never compared: an empty mapping takes any mapping
+        return any(_holds_data(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return not value or any(_holds_data(v) for v in value)
+    return True
+
+
+def _first_opaque(values: Any) -> str:
+    stack = list(values)
+    while stack:
+        value = stack.pop(0)
+        if isinstance(value, Opaque):
+            return value.type
+        if isinstance(value, Record):
+            stack += list(value.fields.values())
+        elif isinstance(value, dict):
+            stack += list(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack += list(value)
+    return ""
+
+
 def _compare(expected: Any, got: Any, where: str, problems: list[str], context: Context) -> None:  # noqa: PLR0911
     if len(problems) >= MAX_PROBLEMS or isinstance(expected, Ignored):
         return
