@@ -233,6 +233,21 @@ def test_parameters_named_otherwise_make_a_case_unverifiable_not_failed() -> Non
     assert torch.equal(layer.weight, torch.ones(1, 2)) and not layer.training
 
 
+def test_an_item_with_a_case_it_could_not_set_up_is_unverified_whatever_else_passed() -> None:
+    """A module whose parameters are named otherwise (a wrong model, renamed so the verifier cannot load it)
+    beside functions that pass: the item is unverified for that student (the teacher's policy), not passed."""
+    from pytest_mlcanon.grade.verifier import Calibration
+
+    ordinary = _dpo_case(0.3, probe=False)
+    renamed = {**ordinary, "function": "sequence_logprob"}
+    answers = [{"kind": "recheck", "seq": 0, "index": 0,
+                "result": replay.run_case({**ordinary, "mutated": []}, replay.import_module).result},
+               {"kind": "recheck", "seq": 1, "index": 1, "result": values.encode_unverifiable("renamed parameters")}]
+    check = assess._recheck(DPO, Calibration(cases={DPO.slug: [ordinary, renamed]}), assess.read_frames(answers),  # noqa: SLF001
+                            config.GradeConfig())
+    assert check.status == "unverified" and check.policy == "review" and "sequence_logprob" in check.unverified, check
+
+
 def test_training_calls_are_shortened_to_their_first_steps_and_one_batch() -> None:
     from canon_refs.posttrain import dpo
 
