@@ -152,6 +152,19 @@ def test_compare_walks_records_by_field_and_wants_the_same_type() -> None:
         "result: expected a _Pair, got a Other"]
 
 
+def test_an_additive_mask_is_no_magnitude_an_answer_may_be_off_by() -> None:
+    """The allowance for a difference of large inputs never counts a mask: an attention case whose mask is
+    ``finfo.min`` once allowed an absolute error of 1e34, any answer of the right shape."""
+    mask = torch.zeros(2, 3)
+    mask[0, 1] = torch.finfo(torch.float32).min
+    x = torch.tensor([[0.5, -2.0, 1.0], [0.25, 0.75, -1.5]])
+    case = {"function": "f", "steps": [{"function": "f", "args": values.encode((x, mask)), "kwargs": values.encode({})}]}
+    context = compare.Context.of("transformer/attention", case)
+    assert context.scale == 2.0 and context.precision == "float32"
+    expected = values.decode(values.encode_result(torch.ones(2, 3)))
+    assert compare.compare(expected, values.decode(values.encode_result(torch.full((2, 3), 5.0))), context=context)
+
+
 # -- the static integrity scan ------------------------------------------------------------------------------------------
 
 
