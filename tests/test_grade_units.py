@@ -165,6 +165,23 @@ def test_an_additive_mask_is_no_magnitude_an_answer_may_be_off_by() -> None:
     assert compare.compare(expected, values.decode(values.encode_result(torch.full((2, 3), 5.0))), context=context)
 
 
+def test_the_zygote_reads_the_raises_blocks_of_the_tests_before_any_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shape checker looks for ``pytest.raises`` blocks in its callers' files when a comment is
+    contradicted; in a job that read of a test file, with learner code on the stack, was blocked and flagged
+    INT102: an honest student with a wrong shape comment scored zero. The zygote reads them first."""
+    from pytest_mlcanon.grade import zygote
+    from pytest_mlcanon.rubric import shape_instrument
+
+    tests = REPO / "canon_tests"
+    shape_instrument._raises_blocks.cache_clear()  # noqa: SLF001
+    zygote._rewrite([str(tests / "test_transformer_multihead.py")])  # noqa: SLF001
+    opened: list[object] = []
+    monkeypatch.setattr(shape_instrument, "Path", lambda name: opened.append(name) or Path(name))
+    shape_instrument._raises_block_at(str(tests / "test_transformer_multihead.py"), 1)  # noqa: SLF001
+    shape_instrument._raises_block_at(str(tests / "_toy_lm.py"), 1)  # noqa: SLF001 - a helper beside them
+    assert opened == []
+
+
 # -- the static integrity scan ------------------------------------------------------------------------------------------
 
 
