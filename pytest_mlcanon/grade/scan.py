@@ -66,8 +66,8 @@ BUILTIN_VALUES = frozenset({"int", "float", "complex", "str", "bytes", "list", "
 VALUE_PROTOCOLS = frozenset({"__torch_function__", "__torch_dispatch__", "__array_ufunc__", "__array_function__",
                              "__array_wrap__", "__array_finalize__", "__array_priority__"})
 COMPARISON_DUNDERS = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__abs__",
-                                "__sub__", "__rsub__", "__float__", "__int__", "__index__", "__len__", "__contains__",
-                                "__getattribute__", "__instancecheck__"})
+                                "__sub__", "__rsub__", "__float__", "__int__", "__index__", "__getattribute__",
+                                "__instancecheck__"})  # not __len__ or __contains__: a buffer(list) may have them
 SUBCLASS_METHODS = frozenset({"as_subclass", "_make_subclass", "_make_wrapper_subclass"})
 
 MODULE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
