@@ -4,7 +4,8 @@ batch (``test_grade_attacks.py``) and the unprivileged one (``test_grade_attacks
 Each is the wrong IoU plus code, run at import, that tries what only the kernel sandbox can stop:
 ``resource.prlimit`` on every pid it can name, ``signal.pidfd_send_signal`` SIGKILL to every pid it can
 open, ``_posixsubprocess.fork_exec`` of a daemon, ``os.mknod`` of files outside its folder,
-``torch.from_file`` of a classmate's file, and a read of the grader's environment. What they obtained
+``torch.from_file`` of a classmate's file, a read of the grader's environment, and a disk filled with
+files each under the per-file limit. What they obtained
 is put in every test's failure message (``LOOT:...``), so a wall that gave way shows in the gradebook.
 """
 
@@ -19,6 +20,10 @@ SECRET_VALUE = "fake-token-2b7e151628aed2a6"
 #: What the victim student's file holds, and where the daemon and the device files leave a trace.
 VICTIM_SECRET = "VICTIM-SECRET-5f3c"
 DAEMON_SECONDS = "347"
+#: The disk attack writes up to this many 1 MB files and this many empty ones; past the bounds it got more
+#: than any one job's scratch folder may hold.
+DISK_FILES, DISK_BOUND_MB = 400, 256
+DISK_INODES, DISK_BOUND_INODES = 20_000, 10_000
 
 
 def node_mark() -> Path:
@@ -124,6 +129,30 @@ def _read():
 
 
 _LOOT = _read()
+''' + loot),
+        # Every file under the per-file limit, but no end of them: the disk the batch writes to (its
+        # classmates' jobs, the gradebook) is the scratch folder's, unless that folder is bounded.
+        "fill_the_disk": ("import os\n", f'''
+def _fill():
+    folder, written, made = os.environ.get("TMPDIR", "."), 0, 0
+    try:
+        for n in range({DISK_FILES}):
+            with open(os.path.join(folder, f"fill{{n}}"), "wb") as handle:
+                handle.write(b"x" * (1 << 20))
+            written += 1
+    except BaseException:
+        pass
+    try:
+        for n in range({DISK_INODES}):
+            open(os.path.join(folder, f"empty{{n}}"), "wb").close()
+            made += 1
+    except BaseException:
+        pass
+    return [f"GOT-DISK-{{written}}MB" if written > {DISK_BOUND_MB} else f"disk-{{written}}MB",
+            f"GOT-INODES-{{made}}" if made > {DISK_BOUND_INODES} else f"inodes-{{made}}"]
+
+
+_LOOT = _fill()
 ''' + loot),
         "grader_environment": ("import os\n", f'''
 def _environment():

@@ -68,6 +68,8 @@ def _grade(place: Path, submissions: Path, out: str, no_userns: bool = False) ->
             str(place / "mlcanon-grade.toml"), "--out", str(place / out), "--no-progress"]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": str(place / "tmp"),
            kernel_attacks.SECRET_ENV: kernel_attacks.SECRET_VALUE}
+    if os.environ.get("PYTHONPATH"):  # a checkout run from its folder grades with its own code, not the installed one
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     if os.geteuid() == 0:
         return sandboxing.run_unprivileged(argv, no_userns=no_userns, env=env)
     if no_userns:

@@ -233,6 +233,21 @@ def test_parameters_named_otherwise_make_a_case_unverifiable_not_failed() -> Non
     assert torch.equal(layer.weight, torch.ones(1, 2)) and not layer.training
 
 
+def test_an_item_with_a_case_it_could_not_set_up_is_unverified_whatever_else_passed() -> None:
+    """A module whose parameters are named otherwise (a wrong model, renamed so the verifier cannot load it)
+    beside functions that pass: the item is unverified for that student (the teacher's policy), not passed."""
+    from pytest_mlcanon.grade.verifier import Calibration
+
+    ordinary = _dpo_case(0.3, probe=False)
+    renamed = {**ordinary, "function": "sequence_logprob"}
+    answers = [{"kind": "recheck", "seq": 0, "index": 0,
+                "result": replay.run_case({**ordinary, "mutated": []}, replay.import_module).result},
+               {"kind": "recheck", "seq": 1, "index": 1, "result": values.encode_unverifiable("renamed parameters")}]
+    check = assess._recheck(DPO, Calibration(cases={DPO.slug: [ordinary, renamed]}), assess.read_frames(answers),  # noqa: SLF001
+                            config.GradeConfig())
+    assert check.status == "unverified" and check.policy == "review" and "sequence_logprob" in check.unverified, check
+
+
 def test_training_calls_are_shortened_to_their_first_steps_and_one_batch() -> None:
     from canon_refs.posttrain import dpo
 
@@ -535,6 +550,50 @@ def test_a_difference_on_a_numerics_probes_call_is_numerics_evidence_not_a_faile
     unmarked = _recheck_of([ordinary, {**extreme, "probe": False}])  # the same call, were it a correctness case
     assert unmarked.status == "failed" and unmarked.numerics == []
     assert "probe" not in recheck.child_cases([extreme])[0], "the job cannot tell a probe's case from another"
+
+
+AUTOGRAD = catalog.get("nn/autograd")
+
+
+def _value_case(method: str) -> dict:
+    """A script case of autograd's ``Value``: built from a float, one method called; its answer is a Value."""
+    case = {"item": AUTOGRAD.slug, "kind": "script", "module": "nn/autograd", "function": "Value", "probe": False,
+            "init": [values.encode((0.7,)), values.encode({})], "state": None, "training": True,
+            "steps": [{"method": method, "args": values.encode(()), "kwargs": values.encode({})}]}
+    expected = replay.run_case(case, replay.import_module, report_all=True)
+    return {**case, "expected": expected.result, "mutated": {}}
+
+
+def _wrong_autograd() -> ModuleType:
+    from canon_refs.nn import autograd
+
+    class Value(autograd.Value):
+        def exp(self) -> autograd.Value:  # wrong: always 0
+            return Value(0.0)
+
+    module = ModuleType("wrong_autograd")
+    module.Value = Value  # type: ignore[attr-defined]
+    return module
+
+
+def test_an_answer_compared_by_its_type_only_verifies_nothing() -> None:
+    """A ``Value`` is not data the codec carries: it is compared by its type's name, so any Value passes.
+    Such a case is no evidence: the item is unverified (the teacher's policy), never verified by it."""
+    from pytest_mlcanon.grade.verifier import Calibration
+
+    case = _value_case("exp")
+    assert compare.evidence(case) == "a Value" and compare.evidence(_dpo_case(0.3, probe=False)) == ""
+    wrong = _wrong_autograd()
+    answers = [{"kind": "recheck", "seq": 0, "index": 0,
+                "result": replay.run_case({**recheck.child_cases([case])[0]}, lambda path: wrong).result}]
+    check = assess._recheck(AUTOGRAD, Calibration(cases={AUTOGRAD.slug: [case]}), assess.read_frames(answers),  # noqa: SLF001
+                            config.GradeConfig())
+    assert check.status == "unverified" and check.policy == "review", check
+    recorder = recheck.Recorder((AUTOGRAD,))
+    recorder.publics[AUTOGRAD.slug] = ["Value.exp"]
+    recorder._called.add((AUTOGRAD.slug, "Value.exp"))  # noqa: SLF001
+    assert recorder.coverage({AUTOGRAD.slug: [case]})[AUTOGRAD.slug] == {
+        "Value.exp": "unverified: its answers are a Value, which the re-check cannot compare"}
 
 
 def test_a_numerics_probes_call_is_a_kind_of_its_own() -> None:

@@ -152,6 +152,36 @@ def test_compare_walks_records_by_field_and_wants_the_same_type() -> None:
         "result: expected a _Pair, got a Other"]
 
 
+def test_an_additive_mask_is_no_magnitude_an_answer_may_be_off_by() -> None:
+    """The allowance for a difference of large inputs never counts a mask: an attention case whose mask is
+    ``finfo.min`` once allowed an absolute error of 1e34, any answer of the right shape."""
+    mask = torch.zeros(2, 3)
+    mask[0, 1] = torch.finfo(torch.float32).min
+    x = torch.tensor([[0.5, -2.0, 1.0], [0.25, 0.75, -1.5]])
+    case = {"function": "f", "steps": [{"function": "f", "args": values.encode((x, mask)), "kwargs": values.encode({})}]}
+    context = compare.Context.of("transformer/attention", case)
+    assert context.scale == 2.0 and context.precision == "float32"
+    expected = values.decode(values.encode_result(torch.ones(2, 3)))
+    assert compare.compare(expected, values.decode(values.encode_result(torch.full((2, 3), 5.0))), context=context)
+
+
+def test_the_zygote_reads_the_raises_blocks_of_the_tests_before_any_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shape checker looks for ``pytest.raises`` blocks in its callers' files when a comment is
+    contradicted; in a job that read of a test file, with learner code on the stack, was blocked and flagged
+    INT102: an honest student with a wrong shape comment scored zero. The zygote reads them first."""
+    from pytest_mlcanon.grade import zygote
+    from pytest_mlcanon.rubric import shape_instrument
+
+    tests = REPO / "canon_tests"
+    shape_instrument._raises_blocks.cache_clear()  # noqa: SLF001
+    zygote._rewrite([str(tests / "test_transformer_multihead.py")])  # noqa: SLF001
+    opened: list[object] = []
+    monkeypatch.setattr(shape_instrument, "Path", lambda name: opened.append(name) or Path(name))
+    shape_instrument._raises_block_at(str(tests / "test_transformer_multihead.py"), 1)  # noqa: SLF001
+    shape_instrument._raises_block_at(str(tests / "_toy_lm.py"), 1)  # noqa: SLF001 - a helper beside them
+    assert opened == []
+
+
 # -- the static integrity scan ------------------------------------------------------------------------------------------
 
 
@@ -177,6 +207,15 @@ def test_compare_walks_records_by_field_and_wants_the_same_type() -> None:
     ("exec('x = 1')", "INT009"),
     ("import ctypes", "INT009"),
     ("import unittest\nraise unittest.SkipTest('not today')", "INT002"),
+    # values that answer a test's comparisons their own way
+    ("from torch import Tensor\nclass Agree(Tensor):\n    pass", "INT002"),
+    ("import numpy as np\nclass Agree(np.ndarray):\n    pass", "INT002"),
+    ("class Agree:\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+     "        return True", "INT002"),
+    ("class Agree:\n    __array_ufunc__ = None", "INT002"),
+    ("class Yes(float):\n    def __eq__(self, other):\n        return True", "INT002"),
+    ("import torch\nx = torch.zeros(2).as_subclass(type)", "INT002"),
+    ("Agree = type('Agree', (float,), {})", "INT009"),
 ])
 def test_scan_rules(tmp_path: Path, snippet: str, code: str) -> None:
     path = tmp_path / "detection" / "boxes.py"

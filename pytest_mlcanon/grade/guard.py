@@ -70,6 +70,11 @@ WATCHED = (
     "pytest_mlcanon.grade.stream.StreamPlugin.pytest_runtest_logreport",
     "pytest_mlcanon.grade.channel.ChannelWriter.send", "os.write",
 )
+#: Modules whose every global function, class and module is watched like ``WATCHED``: the helpers the
+#: tests compare with (``assert_close``, ``iou_pair``...) and what they use (``np``); the test modules
+#: themselves are added once collected (``watch_tests``).
+WATCHED_MODULES = ("pytest_mlcanon.testing",)
+TEST_PACKAGE = "canon_tests"
 MAX_REPORTS = 50
 
 
@@ -95,6 +100,7 @@ class Guard:
         self._watched: dict[str, Any] = {}
         self._reported_tamper: set[str] = set()
         self._plugins_seen: list[Any] = []
+        self._globals: list[tuple[str, dict[str, Any], str, Any]] = []  # (module, its namespace, name, value)
 
     # -- reporting -------------------------------------------------------------------------------------
     def report(self, code: str, detail: str, filename: str = "", line: int = 0) -> None:
@@ -196,6 +202,25 @@ class Guard:
     def snapshot(self) -> None:
         """Remember the watched functions; call before any learner code runs."""
         self._watched = {name: resolve(name) for name in WATCHED}
+        self._globals = []
+        for name in WATCHED_MODULES:
+            self._watch_globals(sys.modules.get(name))
+
+    def watch_tests(self) -> None:
+        """Remember the globals of the test modules and their helpers, once collected: a learner that
+        rebinds one (the ``assert_close`` a test module imported) while the tests run is tampering."""
+        seen = {name for name, *_ in self._globals}
+        for name, module in list(sys.modules.items()):
+            if (name == TEST_PACKAGE or name.startswith(TEST_PACKAGE + ".")) and name not in seen:
+                self._watch_globals(module)
+
+    def _watch_globals(self, module: Any) -> None:
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            return
+        name = str(getattr(module, "__name__", "?"))
+        self._globals += [(name, namespace, attr, value) for attr, value in list(namespace.items())
+                          if not attr.startswith("__") and (callable(value) or inspect.ismodule(value))]
 
     def check(self, plugins: Iterable[Any]) -> None:
         """Report (once each) every watched function that changed, and every pytest plugin defined in
@@ -205,6 +230,10 @@ class Guard:
             if resolve(name) is not original and name not in self._reported_tamper:
                 self._reported_tamper.add(name)
                 self.report("INT106", f"`{name}` was replaced")
+        for owner, namespace, attr, value in self._globals:
+            if namespace.get(attr) is not value and f"{owner}.{attr}" not in self._reported_tamper:
+                self._reported_tamper.add(f"{owner}.{attr}")
+                self.report("INT106", f"`{owner}.{attr}` was replaced")
         for plugin in plugins:
             if any(plugin is seen for seen in self._plugins_seen):
                 continue

@@ -30,7 +30,8 @@ In the first two modes ``enter`` does, in this order:
    fork of the zygote-sized process (~20 ms of CPU);
 4. a **minimal root**: an empty tmpfs holding read-only binds of the system folders (``/usr``,
    ``/etc``...), the Python installation (without the folders of a source checkout beside our three
-   packages) and the job folder, whose scratch folder alone is writable; a private ``/dev`` (null,
+   packages) and the job folder, whose scratch folder alone is writable (a bounded tmpfs of its own,
+   ``SCRATCH_MB``); a private ``/dev`` (null,
    zero, full, random, urandom and a small ``/dev/shm``), a small ``/tmp``, a fresh ``/proc`` that
    shows the job's processes only, ``/sys`` read-only; ``pivot_root`` into it and the old root
    detached. Other students' folders, the submissions, the outputs, home folders, the grader's
@@ -101,6 +102,11 @@ LOG_NAME = "output.log"
 OUTPUT_LIMIT_EXIT = 128 + int(signal.SIGXFSZ)
 ROOT_NAME = ".root"
 SHM_MB = 64
+#: The job's scratch folder is a tmpfs of its own this large (at least; four files of the per-file limit
+#: if that is more) with this many files: a job writing file after file, each under the per-file limit,
+#: or a million empty ones, fills its own mount, never the disk its classmates and the grader write to.
+SCRATCH_MB = 64
+SCRATCH_INODES = 4096
 
 
 @dataclass(frozen=True)
@@ -395,8 +401,7 @@ def _minimal_root(spec: SandboxSpec, done: Confinement) -> None:
     for path in exposed_paths(spec.job_dir):
         if not _show(path, new, read_only=True):
             failed.append(path)
-    if not _show(spec.job_dir, new, read_only=True, recursive=False) or not _show(spec.scratch, new,
-                                                                                  read_only=False):
+    if not _show(spec.job_dir, new, read_only=True, recursive=False) or not _scratch(spec, new):
         done.note("file system: the whole machine is visible (the job folder could not be shown)", "file system")
         return
     _hide(spec, new, done)
@@ -467,6 +472,22 @@ def _remount_ro(point: str) -> bool:
         if st.f_flag & bit:
             flags |= mount_bit
     return _mount(None, point, None, flags)
+
+
+def _scratch(spec: SandboxSpec, new: str) -> bool:
+    """The job's writable scratch folder under the new root: a bounded tmpfs owned by the job's user (its
+    log, opened before, stays in the grader's folder), or the grader's folder itself where the kernel
+    refuses the tmpfs."""
+    target = new + spec.scratch
+    os.makedirs(target, exist_ok=True)
+    owner = ""
+    if spec.uid is not None and os.geteuid() == 0:
+        owner = f",uid={spec.uid},gid={spec.gid if spec.gid is not None else spec.uid}"
+    size = max(SCRATCH_MB, 4 * spec.output_mb)
+    if _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV,
+              f"mode=0700,size={size}m,nr_inodes={SCRATCH_INODES}{owner}"):
+        return True
+    return _show(spec.scratch, new, read_only=False)
 
 
 def _small_tmpfs(target: str, mode: int, size_mb: int) -> bool:

@@ -56,6 +56,19 @@ PROCESS_PREFIXES = ("os.exec", "os.spawn")
 DYNAMIC_CALLS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint", "types.FunctionType",
                            "types.CodeType", "types.ModuleType"})
 DYNAMIC_ATTRS = frozenset({"__subclasses__", "__globals__", "__code__", "__closure__", "__builtins__", "__loader__"})
+# A value that answers each comparison its own way makes a failing test pass (a tensor whose
+# ``__torch_function__`` says every ``isclose`` is true, an array whose ufuncs agree, a float whose
+# ``__eq__`` is always true); no item needs one. The re-check refuses such answers, but the tests the
+# re-check does not reach (an edge case, a function it cannot verify) would take them.
+VALUE_BASES = frozenset({"torch.Tensor", "numpy.ndarray", "numpy.generic", "numpy.number", "numpy.floating",
+                         "numpy.integer", "numpy.float64", "numpy.float32", "numpy.int64", "numpy.bool_"})
+BUILTIN_VALUES = frozenset({"int", "float", "complex", "str", "bytes", "list", "tuple", "dict", "set", "frozenset"})
+VALUE_PROTOCOLS = frozenset({"__torch_function__", "__torch_dispatch__", "__array_ufunc__", "__array_function__",
+                             "__array_wrap__", "__array_finalize__", "__array_priority__"})
+COMPARISON_DUNDERS = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__abs__",
+                                "__sub__", "__rsub__", "__float__", "__int__", "__index__", "__getattribute__",
+                                "__instancecheck__"})  # not __len__ or __contains__: a buffer(list) may have them
+SUBCLASS_METHODS = frozenset({"as_subclass", "_make_subclass", "_make_wrapper_subclass"})
 
 MODULE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("INT001", ("signal", "resource")),
@@ -179,6 +192,8 @@ class _Scanner:
                 name = _raised_name(node.exc)
                 if name in EXIT_EXCEPTIONS:
                     self.add("INT001", node, f"`raise {name}`")
+            elif isinstance(node, ast.ClassDef):
+                self.value_class(node)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("pytest_"):
                 self.add("INT002", node, f"defines the pytest hook `{node.name}`")
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node not in docstrings:
@@ -206,8 +221,27 @@ class _Scanner:
         parts = dotted.split(".")
         return parts[0] in (REF_PACKAGE, ALIAS_PACKAGE) and ".".join(parts[1:3]) == self.module
 
+    def value_class(self, node: ast.ClassDef) -> None:
+        """INT002 for a class whose values can answer a test's comparisons their own way."""
+        bases = {self._name(base) or "" for base in node.bases}
+        members = {target.id for stmt in node.body for target in _defined_names(stmt)}
+        protocol = sorted(members & VALUE_PROTOCOLS)
+        if bases & VALUE_BASES or protocol:
+            what = sorted(bases & VALUE_BASES) or protocol
+            self.add("INT002", node, f"defines `{node.name}`, a value that can answer comparisons its own way "
+                                     f"(`{what[0]}`)")
+        elif bases & BUILTIN_VALUES and members & COMPARISON_DUNDERS:
+            self.add("INT002", node, f"defines `{node.name}`, a `{sorted(bases & BUILTIN_VALUES)[0]}` with its own "
+                                     f"`{sorted(members & COMPARISON_DUNDERS)[0]}`")
+
     def call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in SUBCLASS_METHODS:
+            self.add("INT002", node, f"calls `.{node.func.attr}()` (a tensor of its own type)")
+            return
         name = self._name(node.func)
+        if name == "type" and len(node.args) == 3:
+            self.add("INT009", node, "builds a class at run time (`type(name, bases, namespace)`)")
+            return
         if name is None:
             if isinstance(node.func, ast.Attribute) and node.func.attr in FILE_METHODS:
                 self.add("INT006", node, f"calls `.{node.func.attr}()`")
@@ -286,6 +320,15 @@ class _Scanner:
     def forbidden(self) -> list[Finding]:
         return [finding("INT005", f.path, f.line, f.message.split(" is a forbidden", 1)[0])
                 for f in api.static_findings(self.source, self.item) if f.code == "API005"]
+
+
+def _defined_names(stmt: ast.stmt) -> Iterator[ast.Name]:
+    """The names a class body statement binds (``def f``, ``f = ...``, ``f: T = ...``) as Name nodes."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield ast.Name(id=stmt.name)
+    elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+            yield from (t for t in _flatten(target) if isinstance(t, ast.Name))
 
 
 def _flatten(target: ast.expr) -> Iterator[ast.expr]:

@@ -33,6 +33,8 @@ class StreamPlugin:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.channel.send("collected", tests=[[_slug(item.user_properties), item.nodeid] for item in session.items])
+        if self.guard is not None:
+            self.guard.watch_tests()
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         self.channel.send("start", test=nodeid)
