@@ -304,6 +304,17 @@ def test_perturbation_keeps_masks_integers_and_booleans() -> None:
     assert torch.equal(out[7], torch.tensor([1, 2]))
 
 
+def test_perturbed_distributions_stay_distributions() -> None:
+    # a transition model P[s, a, s'] and a stochastic policy: an input check of the reference (rows summing
+    # to 1) would reject plainly scaled ones, and the function taking them would never be re-checked
+    transitions = np.random.default_rng(1).dirichlet(np.ones(4), size=(4, 2))  # (S, A, S)
+    policy = np.full((4, 2), 0.5)
+    out = recheck.perturb((transitions, policy), np.random.default_rng(0))
+    for before, after in zip((transitions, policy), out, strict=True):
+        assert not np.array_equal(after, before) and np.allclose(after, before, rtol=0.05)
+        assert (after >= 0).all() and np.allclose(after.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+
+
 def test_the_child_never_sees_the_expected_outputs() -> None:
     case = {"item": "a/b", "module": "a/b", "function": "f", "args": [], "kwargs": {}, "expected": 1,
             "mutated": {"0": 2}}

@@ -73,9 +73,9 @@ TABLE: dict[str, dict[str, str]] = {
         'GaussianMixture.predict': 'verified: its objects rebuilt (1 case)',
         'GaussianMixture.predict_proba': 'verified: its objects rebuilt (1 case)',
         'GaussianMixture.score': 'verified: its objects rebuilt (1 case)',
-        'e_step': 'unverified: never called by the reference tests with data',
+        'e_step': 'verified: fresh inputs (1 case)',
         'log_gaussian_pdf': 'verified: fresh inputs (2 cases)',
-        'm_step': 'unverified: never called by the reference tests with data',
+        'm_step': 'verified: fresh inputs (1 case)',
     },
     'classical/kmeans': {
         'assign': 'verified: fresh inputs (1 case)',
@@ -97,8 +97,8 @@ TABLE: dict[str, dict[str, str]] = {
     },
     'classical/logistic_regression': {
         'LogisticRegression.decision_function': 'verified: its objects rebuilt (2 cases)',
-        'LogisticRegression.fit': 'verified: its objects rebuilt (6 cases)',
-        'LogisticRegression.predict': 'verified: its objects rebuilt (3 cases)',
+        'LogisticRegression.fit': 'verified: its objects rebuilt (7 cases)',
+        'LogisticRegression.predict': 'verified: its objects rebuilt (4 cases)',
         'LogisticRegression.predict_proba': 'verified: its objects rebuilt (4 cases)',
         'log_sigmoid': 'verified: fresh inputs (2 cases)',
         'logistic_loss_and_grad': 'verified: fresh inputs (3 cases)',
@@ -339,10 +339,10 @@ TABLE: dict[str, dict[str, str]] = {
         'train_dqn': 'unverified: takes a seed or a random generator',
     },
     'rl/dynamic_programming': {
-        'policy_evaluation': 'unverified: never called by the reference tests with data',
-        'policy_iteration': 'verified: fresh inputs (2 cases)',
+        'policy_evaluation': 'verified: fresh inputs (4 cases)',
+        'policy_iteration': 'verified: fresh inputs (3 cases)',
         'q_from_v': 'verified: fresh inputs (1 case)',
-        'value_iteration': 'verified: fresh inputs (1 case)',
+        'value_iteration': 'verified: fresh inputs (3 cases)',
     },
     'rl/gae': {
         'compute_gae': 'verified: fresh inputs (8 cases)',

@@ -746,7 +746,18 @@ def _scale(array: Any, rng: Any) -> Any:
     if finite.size == 0 or is_mask(finite):
         return values.copy()  # a 0/1 mask or an additive mask: its meaning is in the exact values
     noise = 1.0 + SCALE * rng.uniform(-1.0, 1.0, size=values.shape)
-    return np.where(np.isfinite(values), values * noise, values)
+    scaled = np.where(np.isfinite(values), values * noise, values)
+    if _distributions(values):  # a transition model or a stochastic policy stays one: rows renormalised
+        scaled = scaled / scaled.sum(axis=-1, keepdims=True)
+    return scaled
+
+
+def _distributions(values: Any) -> bool:
+    """Whether an array's rows (its last axis) are probability distributions: non-negative, summing to 1."""
+    import numpy as np
+
+    return (values.ndim > 0 and values.shape[-1] > 1 and bool(np.isfinite(values).all()) and bool((values >= 0).all())
+            and bool(np.allclose(values.sum(axis=-1), 1.0, rtol=0.0, atol=1e-6)))
 
 
 def recipes(value: Any) -> Any:
