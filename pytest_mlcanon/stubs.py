@@ -147,7 +147,8 @@ def stub_source(module: str) -> str:
     referenced = _names_used(p for n in kept for p in _signature_parts(n))
     kept = [n for n in body if _keep_top_level(n, defined, referenced)]
     title = _title(ast.get_docstring(src.tree) or module)
-    out = [f'"""{title}', "", f"TODO: your plan ({STUB_MESSAGE}).", '"""', *STUB_RUBRIC_NOTE, ""]
+    out = [f'"""{title}', "", f"TODO: your plan ({STUB_MESSAGE}).", '"""', *STUB_RUBRIC_NOTE,
+           *_forbidden_note(module), ""]
     previous: ast.stmt | None = None
     for node in kept:
         if _is_docstring(node) and node is body[0]:
@@ -159,6 +160,14 @@ def stub_source(module: str) -> str:
     text = "\n".join(out).rstrip() + "\n"
     compile(text, str(path), "exec", dont_inherit=True)
     return text
+
+
+def _forbidden_note(module: str) -> list[str]:
+    """The stub's line naming the library calls the module's items forbid (the rubric's API005)."""
+    names = sorted({name for item in catalog.items_for_module(module) for name in item.forbidden})
+    if not names:
+        return []
+    return [f"# Not allowed in this file (the drill is to write them; API fluency says no): {', '.join(names)}."]
 
 
 def _gap(previous: ast.stmt, node: ast.stmt) -> list[str]:
