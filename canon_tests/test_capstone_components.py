@@ -28,7 +28,7 @@ from canon_refs.capstone import (
     tiny_vision_encoder,
     tool_loop,
 )
-from pytest_mlcanon.testing import TOL
+from pytest_mlcanon.testing import TOL, assert_close
 
 pytestmark = pytest.mark.canon("capstone/agent")
 
@@ -622,10 +622,11 @@ def test_reward_errors(examples):
 
 
 def test_dpo_loss_closed_form():
+    # Python floats: the stub fixes no dtype, so a float32 computation is as right as a float64 one
     loss, margin = preference_stage.dpo_loss(-12.0, -11.5, -13.0, -10.8, 0.1)
-    assert abs(float(loss) - 0.6117553388706229) <= TOL.EXACT64.atol
-    assert abs(float(margin) - 1.7) <= TOL.EXACT64.atol  # unscaled; #55's beta-scaled margin is 0.17
-    assert abs(float(loss) - math.log1p(math.exp(-0.1 * float(margin)))) <= TOL.EXACT64.atol
+    assert_close(float(loss), 0.6117553388706229, dtype=torch.float32, what="loss")
+    assert_close(float(margin), 1.7, dtype=torch.float32, what="margin")  # unscaled; #55's beta-scaled one is 0.17
+    assert_close(float(loss), math.log1p(math.exp(-0.1 * float(margin))), dtype=torch.float32, what="loss")
     batch = [torch.tensor([-12.0, -3.0]), torch.tensor([-11.5, -4.0]), torch.tensor([-13.0, -3.0]),
              torch.tensor([-10.8, -4.0])]
     loss2, margin2 = preference_stage.dpo_loss(*batch, beta=0.1)
