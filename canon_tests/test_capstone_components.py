@@ -889,8 +889,14 @@ def test_render_trajectory_and_single_episode(model, examples):
     ex = _by_family(examples, count=True)[0]
     traj = tool_loop.run_episode(model, ex, confidence_threshold=1.01)
     text = tool_loop.render_trajectory(traj)
-    assert ex.question in text and "call_tool" in text and tool_loop.TOOL_NAME in text
-    assert f"result   {ex.answer}" in text and "answer" in text.splitlines()[-1]
+    # the stub promises the information (question, each step's context, thought, action, result), not a layout
+    assert ex.question in text
+    for step in traj.steps:
+        for field in (step.observation, step.thought, step.action, step.action_input, step.result):
+            assert field in text, f"the transcript leaves out {field!r} of step {step.index}"
+    assert [s.action for s in traj.steps] == ["call_tool", "answer"]
+    assert traj.steps[0].result == ex.answer and tool_loop.TOOL_NAME in text  # the tool's answer is shown
+    assert text.index(traj.steps[0].action_input) < text.rindex(traj.steps[1].action), "steps in order"
 
 
 @pytest.mark.edge_case
