@@ -156,9 +156,11 @@ def test_format_report_table(report):
     for stage in ("majority_baseline", "random_init", "sft", "dpo", "grpo", "tool_loop", "reward_model"):
         assert stage in text
     assert "parameters:" in text and "wall time:" in text
-    assert f"{report['accuracy']['tool_loop']:.3f}" in text
-    assert f"{report['grpo']['informative_group_rate']:.3f}" in text
-    assert f"{report['dpo']['margin_after']:.3f}" in text
+    # the stub fixes what a row shows, not its format: each value at 2 to 4 decimals, or as a percentage
+    for value in (report["accuracy"]["tool_loop"], report["grpo"]["informative_group_rate"],
+                  report["dpo"]["margin_after"]):
+        shown = {f"{value:.{d}f}" for d in (2, 3, 4)} | {f"{100 * value:.{d}f}%" for d in (0, 1, 2)}
+        assert any(form in text for form in shown), f"{value} is not in the report table"
 
 
 def test_threads_restored(run):

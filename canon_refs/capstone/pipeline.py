@@ -295,7 +295,12 @@ def _run(config: PipelineConfig) -> dict[str, object]:
 
 
 def format_report(report: dict[str, object]) -> str:
-    """The report as a table: one row per stage (accuracy, wall time, what moved), then the totals."""
+    """The report as a table: one row per stage (accuracy, wall time, what moved), then the totals.
+
+    A row per name in ``STAGES`` and one for ``reward_model``; "what moved" shows DPO's margin
+    (``margin_after``) and GRPO's ``informative_group_rate``; numbers at 2 to 4 decimals (or as a
+    percentage). The totals are a line starting ``parameters:`` and a line starting ``wall time:``.
+    """
     acc, wall, cfg = report["accuracy"], report["wall_time_s"], report["config"]
     sft, rm, dpo, grpo, tool = (report[k] for k in ("sft", "reward_model", "dpo", "grpo", "tool_loop"))
     params = report["params"]
