@@ -625,6 +625,23 @@ def normalise(adv):
     assert _numerics(tmp_path, code, module="nn/normalization_torch") == [("NUM003", 6)]
 
 
+def test_num003_spares_adams_second_moment_under_any_name_with_sq(tmp_path: Path) -> None:
+    # blind round (capstone optimizer): torch's name exp_avg_sq holds "sq", read as a mean square
+    code = '''
+def adam_step(self, t):
+    update = (self.exp_avg / (1 - 0.9 ** t)) / ((self.exp_avg_sq / (1 - 0.999 ** t)).sqrt() + self.eps)
+    return update
+
+def rms_step(square_avg, g, eps):
+    return g / (square_avg.sqrt() + eps)
+
+def rms_norm(x, eps):
+    mean_sq = (x * x).sum(-1) / x.shape[-1]
+    return x / (mean_sq.sqrt() + eps)
+'''
+    assert _numerics(tmp_path, code, module="optim/adam") == [("NUM003", 13)]
+
+
 def test_num100_fix_names_the_probe_condition() -> None:
     probe = Outcome("canon_tests/test_rl_ppo.py::test_approx_kl_is_accurate_for_tiny_log_ratios[float32]", "failed",
                     probe=True, message="assert 0.0 >= 4.9e-09", where=Location("practice/rl/ppo.py", 40))

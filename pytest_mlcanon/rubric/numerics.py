@@ -305,7 +305,23 @@ def _variance_like(sqrt_call: ast.Call, assigned: dict[str, ast.expr]) -> bool:
     is ``m_hat / (sqrt(v_hat) + eps)``."""
     argument = sqrt_call.args[0] if sqrt_call.args else getattr(sqrt_call.func, "value", sqrt_call)
     sources = [argument, *(assigned[n.id] for n in ast.walk(argument) if isinstance(n, ast.Name) and n.id in assigned)]
+    if any(_optimizer_moment(source) for source in sources):
+        return False
     return any(_variance_expr(source) for source in sources)
+
+
+#: Names of an optimizer's running second moment (torch's ``exp_avg_sq``, RMSprop's ``square_avg``,
+#: the paper's ``v_hat``), whose published update divides by ``sqrt(v) + eps``: "sq" in the name is not a
+#: norm's mean square (blind round, capstone optimizer: ``(self.exp_avg_sq / bias2).sqrt() + self.eps``).
+OPTIMIZER_MOMENTS = ("exp_avg", "square_avg", "avg_sq", "v_hat")
+
+
+def _optimizer_moment(argument: ast.AST) -> bool:
+    for node in ast.walk(argument):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+        if any(moment in name.lower() for moment in OPTIMIZER_MOMENTS):
+            return True
+    return False
 
 
 def _variance_expr(argument: ast.AST) -> bool:
