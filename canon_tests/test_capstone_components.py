@@ -28,7 +28,7 @@ from canon_refs.capstone import (
     tiny_vision_encoder,
     tool_loop,
 )
-from pytest_mlcanon.testing import TOL
+from pytest_mlcanon.testing import TOL, assert_close
 
 pytestmark = pytest.mark.canon("capstone/agent")
 
@@ -160,15 +160,15 @@ def test_text_round_trip(examples):
 
 @pytest.mark.edge_case
 def test_task_errors():
-    with pytest.raises(ValueError, match="n"):
+    with pytest.raises(ValueError):
         task.make_dataset(0, seed=0)
-    with pytest.raises(ValueError, match="text"):
+    with pytest.raises(ValueError):
         task.encode_text("how many purple squares")
-    with pytest.raises(ValueError, match="ids"):
+    with pytest.raises(ValueError):
         task.decode_text([task.VOCAB_SIZE])
-    with pytest.raises(ValueError, match="colour"):
+    with pytest.raises(ValueError):
         task.count_shapes(task.Scene(()), colour="purple")
-    with pytest.raises(ValueError, match="kind"):
+    with pytest.raises(ValueError):
         task.count_shapes(task.Scene(()), kind="triangle")
 
 
@@ -191,14 +191,14 @@ def test_encoder_and_projector_shapes(examples):
 @pytest.mark.edge_case
 def test_component_shape_errors():
     torch.manual_seed(0)
-    with pytest.raises(ValueError, match="patch_size"):
+    with pytest.raises(ValueError):
         tiny_vision_encoder.TinyVisionEncoder(16, 5, 3, 32, 2, 2)
-    with pytest.raises(ValueError, match="n_heads"):
+    with pytest.raises(ValueError):
         tiny_lm.TinyCausalLM(28, 48, 5, 2, 20)
     proj = projector.Projector(32, 48, 16, 8)
-    with pytest.raises(ValueError, match="visual_tokens"):
+    with pytest.raises(ValueError):
         proj(torch.zeros(2, 15, 32))
-    with pytest.raises(ValueError, match="images"):
+    with pytest.raises(ValueError):
         tiny_vision_encoder.TinyVisionEncoder(16, 4, 3, 32, 2, 2)(torch.zeros(2, 3, 8, 8))
 
 
@@ -267,9 +267,9 @@ def test_sample_next_token():
     share = float((many == 1).float().mean())
     expected = 1.0 / (1.0 + math.exp(0.5 - 2.0))
     assert abs(share - expected) < 4 * math.sqrt(expected * (1 - expected) / 4000)
-    with pytest.raises(ValueError, match="temperature"):
+    with pytest.raises(ValueError):
         tiny_lm.sample_next_token(logits, temperature=0.0)
-    with pytest.raises(ValueError, match="top_k"):
+    with pytest.raises(ValueError):
         tiny_lm.sample_next_token(logits, top_k=0)
 
 
@@ -339,13 +339,13 @@ def test_generate_shapes_greedy_and_sticky_eos(examples):
 @pytest.mark.edge_case
 def test_vlm_input_errors(model, examples):
     images = torch.stack([ex.image for ex in examples[:2]])
-    with pytest.raises(ValueError, match="input_ids"):
+    with pytest.raises(ValueError):
         model.build_inputs(images, torch.zeros(2, task.MAX_TEXT_LEN + 1, dtype=torch.long))
-    with pytest.raises(ValueError, match="input_ids"):
+    with pytest.raises(ValueError):
         model.build_inputs(images, torch.zeros(2, 3))
-    with pytest.raises(ValueError, match="attention_mask"):
+    with pytest.raises(ValueError):
         model.build_inputs(images, torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 4))
-    with pytest.raises(ValueError, match="max_new_tokens"):
+    with pytest.raises(ValueError):
         model.generate(images, torch.zeros(2, 3, dtype=torch.long), max_new_tokens=0)
     assert multimodal_model.count_parameters(model) == sum(p.numel() for p in model.parameters())
 
@@ -381,13 +381,13 @@ def test_encode_batch_custom_answers_and_errors(examples):
     batch = sft_stage.encode_batch(chunk, answers=[colour, "7", eos], include_eos=False)
     answer_ids = batch.input_ids[batch.loss_mask == 1].tolist()
     assert answer_ids == [task.STOI[colour], task.STOI["7"], task.EOS_ID]
-    with pytest.raises(ValueError, match="answers"):
+    with pytest.raises(ValueError):
         sft_stage.encode_batch(chunk, answers=[colour])
-    with pytest.raises(ValueError, match="answers"):
+    with pytest.raises(ValueError):
         sft_stage.encode_batch(chunk, answers=[colour, "7 7", "1"])
-    with pytest.raises(ValueError, match="observations"):
+    with pytest.raises(ValueError):
         sft_stage.encode_batch(chunk, observations=["1"])
-    with pytest.raises(ValueError, match="examples"):
+    with pytest.raises(ValueError):
         sft_stage.encode_batch([])
 
 
@@ -430,13 +430,13 @@ def test_accuracy_is_greedy_exact_match_and_restores_mode(model, examples):
 @pytest.mark.edge_case
 def test_sft_errors(examples):
     model = _model(0)
-    with pytest.raises(ValueError, match="steps"):
+    with pytest.raises(ValueError):
         sft_stage.run_sft(model, examples, steps=0, batch_size=4, lr=1e-3, tool_fraction=0.3, seed=0)
-    with pytest.raises(ValueError, match="lr"):
+    with pytest.raises(ValueError):
         sft_stage.run_sft(model, examples, steps=1, batch_size=4, lr=-1.0, tool_fraction=0.3, seed=0)
-    with pytest.raises(ValueError, match="tool_fraction"):
+    with pytest.raises(ValueError):
         sft_stage.run_sft(model, examples, steps=1, batch_size=4, lr=1e-3, tool_fraction=1.5, seed=0)
-    with pytest.raises(ValueError, match="examples"):
+    with pytest.raises(ValueError):
         sft_stage.accuracy(model, [])
 
 
@@ -458,7 +458,7 @@ def test_clipped_adam_first_step_moves_each_weight_by_lr_against_its_gradient():
     opt.step()
     for old, new, g in zip(before, net.parameters(), grads):
         expected = old - 0.01 * g / (g.abs() + 1e-8)
-        torch.testing.assert_close(new.detach(), expected, rtol=0, atol=1e-7)
+        torch.testing.assert_close(new.detach(), expected, rtol=0, atol=1e-6)  # a wrong step is off by ~lr
 
 
 def test_clipped_adam_equals_clip_grad_norm_then_torch_adamw():
@@ -484,20 +484,30 @@ def test_clipped_adam_equals_clip_grad_norm_then_torch_adamw():
         assert norm == pytest.approx(float(ref_norm), rel=1e-5)
         for a, b in zip(ours.parameters(), theirs.parameters()):
             torch.testing.assert_close(a.detach(), b.detach(), rtol=0, atol=1e-6)
-    assert opt.steps_taken == 10
 
 
 def test_clipped_adam_leaves_a_parameter_without_gradient_and_zero_grad_clears():
-    net = _small_net(2)
+    # behaviour only: the parameters that get gradients move as clip_grad_norm_ + AdamW moves them, a
+    # parameter that never gets a gradient (and a frozen one) stays put and adds nothing to the norm
+    net, twin = _small_net(2), _small_net(2)
     unused = torch.nn.Parameter(torch.ones(4))
     frozen = torch.nn.Parameter(torch.ones(2), requires_grad=False)
     opt = optimizer.ClippedAdam([*net.parameters(), unused, frozen], lr=0.1)
+    ref = torch.optim.AdamW(twin.parameters(), lr=0.1, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(2)
     for _ in range(3):
+        x = 10.0 * torch.randn(4, 5, generator=gen)  # above the clip norm 1.0: the norm matters
         opt.zero_grad()
-        net(torch.randn(4, 5)).sum().backward()
+        net(x).sum().backward()
         opt.step()
+        ref.zero_grad()
+        twin(x).sum().backward()
+        torch.nn.utils.clip_grad_norm_(twin.parameters(), 1.0)
+        ref.step()
     assert torch.equal(unused.detach(), torch.ones(4)) and unused.grad is None
-    assert opt.exp_avg.shape == (sum(p.numel() for p in net.parameters()) + 4,)  # the frozen one is left out
+    assert torch.equal(frozen, torch.ones(2))
+    for a, b in zip(net.parameters(), twin.parameters()):
+        torch.testing.assert_close(a.detach(), b.detach(), rtol=0, atol=1e-6)
     opt.zero_grad()
     assert all(p.grad is None for p in net.parameters())
 
@@ -505,15 +515,15 @@ def test_clipped_adam_leaves_a_parameter_without_gradient_and_zero_grad_clears()
 @pytest.mark.edge_case
 def test_clipped_adam_errors():
     net = _small_net(0)
-    with pytest.raises(ValueError, match="no trainable parameter"):
+    with pytest.raises(ValueError):
         optimizer.ClippedAdam([], lr=0.1)
-    bad = (({"lr": 0.0}, "lr"), ({"lr": float("nan")}, "lr"), ({"lr": 0.1, "max_grad_norm": -1.0}, "max_grad_norm"),
-           ({"lr": 0.1, "eps": 0.0}, "eps"), ({"lr": 0.1, "betas": (0.9, 1.0)}, "betas"))
-    for kwargs, name in bad:
-        with pytest.raises(ValueError, match=name):
+    bad = ({"lr": 0.0}, {"lr": float("nan")}, {"lr": 0.1, "max_grad_norm": -1.0}, {"lr": 0.1, "eps": 0.0},
+           {"lr": 0.1, "betas": (0.9, 1.0)})
+    for kwargs in bad:
+        with pytest.raises(ValueError):
             optimizer.ClippedAdam(net.parameters(), **kwargs)
     opt = optimizer.ClippedAdam(net.parameters(), lr=0.1)
-    with pytest.raises(ValueError, match="lr"):
+    with pytest.raises(ValueError):
         opt.lr = -1.0
     assert opt.lr == 0.1
 
@@ -527,7 +537,7 @@ def test_verifier(examples):
     assert reward_stage.verifier_reward(ex.answer, ex) == 1.0 and reward_stage.verifier_reward(wrong, ex) == 0.0
     rewards = reward_stage.verifier_rewards([ex.answer, wrong], [ex, ex])
     assert rewards.dtype == torch.float32 and rewards.tolist() == [1.0, 0.0]
-    with pytest.raises(ValueError, match="answers"):
+    with pytest.raises(ValueError):
         reward_stage.verifier_rewards([ex.answer], [ex, ex])
 
 
@@ -594,17 +604,17 @@ def test_bradley_terry_reward_training(examples, monkeypatch):
 
 @pytest.mark.edge_case
 def test_reward_errors(examples):
-    with pytest.raises(ValueError, match="examples"):
+    with pytest.raises(ValueError):
         reward_stage.make_preference_pairs([], seed=0)
     rm = reward_stage.TinyRewardModel.from_policy(_model(0))
-    with pytest.raises(ValueError, match="pairs"):
+    with pytest.raises(ValueError):
         reward_stage.train_reward_model(rm, [], steps=1, batch_size=1, lr=1e-3, seed=0)
     pairs = reward_stage.make_preference_pairs(examples[:4], seed=0)
-    with pytest.raises(ValueError, match="steps"):
+    with pytest.raises(ValueError):
         reward_stage.train_reward_model(rm, pairs, steps=0, batch_size=1, lr=1e-3, seed=0)
     batch = sft_stage.encode_batch(examples[:2])
     batch.loss_mask[1] = 0.0
-    with pytest.raises(ValueError, match="loss_mask"):
+    with pytest.raises(ValueError):
         rm(batch)
 
 
@@ -612,10 +622,11 @@ def test_reward_errors(examples):
 
 
 def test_dpo_loss_closed_form():
+    # Python floats: the stub fixes no dtype, so a float32 computation is as right as a float64 one
     loss, margin = preference_stage.dpo_loss(-12.0, -11.5, -13.0, -10.8, 0.1)
-    assert abs(float(loss) - 0.6117553388706229) <= TOL.EXACT64.atol
-    assert abs(float(margin) - 1.7) <= TOL.EXACT64.atol  # unscaled; #55's beta-scaled margin is 0.17
-    assert abs(float(loss) - math.log1p(math.exp(-0.1 * float(margin)))) <= TOL.EXACT64.atol
+    assert_close(float(loss), 0.6117553388706229, dtype=torch.float32, what="loss")
+    assert_close(float(margin), 1.7, dtype=torch.float32, what="margin")  # unscaled; #55's beta-scaled one is 0.17
+    assert_close(float(loss), math.log1p(math.exp(-0.1 * float(margin))), dtype=torch.float32, what="loss")
     batch = [torch.tensor([-12.0, -3.0]), torch.tensor([-11.5, -4.0]), torch.tensor([-13.0, -3.0]),
              torch.tensor([-10.8, -4.0])]
     loss2, margin2 = preference_stage.dpo_loss(*batch, beta=0.1)
@@ -633,11 +644,11 @@ def test_dpo_loss_extreme_margins_are_finite():
 
 @pytest.mark.edge_case
 def test_dpo_errors():
-    with pytest.raises(ValueError, match="beta"):
+    with pytest.raises(ValueError):
         preference_stage.dpo_loss(-1.0, -1.0, -1.0, -1.0, beta=0.0)
-    with pytest.raises(ValueError, match="policy_chosen"):
+    with pytest.raises(ValueError):
         preference_stage.dpo_loss(torch.zeros(2), torch.zeros(3), torch.zeros(2), torch.zeros(2))
-    with pytest.raises(ValueError, match="group_size"):
+    with pytest.raises(ValueError):
         preference_stage.sample_group(_model(0), task.make_dataset(2, seed=0), group_size=0)
 
 
@@ -701,7 +712,7 @@ def test_degenerate_groups_have_zero_advantage_and_are_not_informative():
     assert torch.equal(adv[:2], torch.zeros(2, 4))
     assert preference_stage.informative_groups(rewards).tolist() == [False, False, True, True]
     assert preference_stage.informative_groups(torch.zeros(3, 1)).tolist() == [False] * 3  # a group of one
-    with pytest.raises(ValueError, match="rewards"):
+    with pytest.raises(ValueError):
         preference_stage.informative_groups(torch.zeros(4))
 
 
@@ -777,11 +788,11 @@ def test_grpo_informative_group_accounting(examples):
 def test_grpo_errors(examples):
     policy = _model(0)
     reference = preference_stage.freeze_reference(policy)
-    with pytest.raises(ValueError, match="steps"):
+    with pytest.raises(ValueError):
         preference_stage.run_grpo(policy, reference, examples, steps=0)
-    with pytest.raises(ValueError, match="temperature"):
+    with pytest.raises(ValueError):
         preference_stage.run_grpo(policy, reference, examples, temperature=0.0)
-    with pytest.raises(ValueError, match="examples"):
+    with pytest.raises(ValueError):
         preference_stage.run_grpo(policy, reference, [])
 
 
@@ -877,16 +888,28 @@ def test_tool_loop_answers_with_the_observation_in_context(examples, monkeypatch
 def test_render_trajectory_and_single_episode(model, examples):
     ex = _by_family(examples, count=True)[0]
     traj = tool_loop.run_episode(model, ex, confidence_threshold=1.01)
+    assert [s.action for s in traj.steps] == ["call_tool", "answer"] and traj.steps[0].result == ex.answer
     text = tool_loop.render_trajectory(traj)
     assert ex.question in text and "call_tool" in text and tool_loop.TOOL_NAME in text
-    assert f"result   {ex.answer}" in text and "answer" in text.splitlines()[-1]
+    # the stub promises the information (question, each step's context, thought, action, result), not a
+    # layout: every field of a hand-made episode, each a distinct string, appears, in step order
+    steps = [tool_loop.ToolStep(0, "context-zero", "thought-zero", "call_tool", "input-zero", "result-zero"),
+             tool_loop.ToolStep(1, "context-one", "thought-one", "answer", "input-one", "")]
+    made = tool_loop.Trajectory("the-question", "gold", steps=steps, final_answer="input-one", reward=0.0,
+                                used_tool=True)
+    text = tool_loop.render_trajectory(made)
+    assert "the-question" in text
+    for field in ("context-zero", "thought-zero", "input-zero", "result-zero", "context-one", "thought-one"):
+        assert field in text, f"the transcript leaves out {field!r}"
+    assert text.index("result-zero") < text.index("context-one"), "steps in order"
+    assert "call_tool" in text and "answer" in text.split("context-one", 1)[1]
 
 
 @pytest.mark.edge_case
 def test_tool_loop_errors(model):
-    with pytest.raises(ValueError, match="examples"):
+    with pytest.raises(ValueError):
         tool_loop.run_episodes(model, [])
-    with pytest.raises(ValueError, match="confidence_threshold"):
+    with pytest.raises(ValueError):
         tool_loop.run_episodes(model, task.make_dataset(1, seed=0), confidence_threshold=-0.1)
-    with pytest.raises(ValueError, match="trajectories"):
+    with pytest.raises(ValueError):
         tool_loop.trajectory_report([])

@@ -1,12 +1,13 @@
 """Acceptance tests for #60, the capstone pipeline (docs/contract.md #60, "Acceptance checks").
 
 One default ``run_pipeline()`` (seed 0: the seed's budgets and recipes) is shared by the module fixture;
-every behaviour below reads its report. The behaviour thresholds were frozen after running the default
-pipeline on seeds 0-4 (``python benchmarks/capstone_table.py``, its last table), each with a margin below
-the worst seed. The time budget is the spec's generous 20 s, scaled by ``MLCANON_TIME_FACTOR`` (default
-1.0) for slow machines, and checked on the process CPU time of the run, because on a shared CI machine
-the wall time of the same run varies several-fold with the load (CPU time far less); the seed's 20 s
-wall-time limit and our 10 s target are measured by ``benchmarks/capstone_pipeline.py`` and
+every behaviour below reads its report. The behaviour thresholds are the ones ``run_pipeline``'s
+docstring states (the learner's stub shows it), each below the worst seed of the reference and of the
+correct blind implementations (``python benchmarks/capstone_table.py`` prints the reference's). The
+time budget is the spec's generous 20 s, scaled by ``MLCANON_TIME_FACTOR`` (default 1.0) for slow
+machines, and checked on the process CPU time of the run, because on a shared CI machine the wall time
+of the same run varies several-fold with the load (CPU time far less); the seed's 20 s wall-time limit
+and our 10 s target are measured by ``benchmarks/capstone_pipeline.py`` and
 ``benchmarks/capstone_table.py``, not here.
 """
 
@@ -29,15 +30,20 @@ pytestmark = pytest.mark.canon("capstone/agent")
 # this pipeline they cost about +65% CPU (24.0 s against 14.6 s measured back to back), so a run with
 # them on gets twice the budget. Whether they are on is the plugin's run's setting (no run: off).
 BUDGET_S = 20.0 * float(os.environ.get("MLCANON_TIME_FACTOR", "1.0"))
-# Frozen after the default pipeline on seeds 0-4 (mean +- sd, worst seed) with the seed's budgets (reward
-# model and DPO 80 steps, GRPO 30) and its random-wrong-token fallback: sft - majority 0.274 +- 0.049
-# (0.203); reward-model pair accuracy 0.701 +- 0.025 (0.672); DPO margin gain 3.37 +- 1.13 nats (1.86);
-# the tool loop's jump over GRPO 0.480 +- 0.019 (0.464), and over the larger of DPO's and GRPO's jumps
-# 0.470 +- 0.014 (0.464); well-formed rate 1.0 on every seed. Each threshold sits below the worst seed.
-SFT_OVER_MAJORITY = 0.15
-PAIR_ACCURACY_MIN = 0.6
-DPO_MARGIN_GAIN = 1.0
-TOOL_JUMP_LEAD = 0.3
+# The thresholds are the ones run_pipeline's docstring (what the learner's stub shows) and docs/contract.md
+# #60 state. The reference's default pipeline on seeds 0-4 (mean +- sd, worst seed; the seed's budgets:
+# reward model and DPO 80 steps, GRPO 30, random-wrong-token fallback): sft - majority 0.274 +- 0.049
+# (0.203); pair accuracy 0.701 +- 0.025 (0.672); DPO margin gain 3.37 +- 1.13 nats (1.86); the tool
+# loop's jump over GRPO beyond the larger of DPO's and GRPO's jumps 0.470 +- 0.014 (0.464). Correct
+# implementations written blind from the stubs (blind round, capstone) went lower: sft - majority 0.094
+# (seed 1) and 0.115 (seed 0); a DPO margin gain of 0.709 (answer-only pairs without EOS); a tool-loop
+# lead of 0.359. So SFT must beat the majority by 0.05, the reward model chance (0.5), DPO must raise
+# the margin at all (a no-op DPO leaves it at exactly 0) and the tool loop must lead by 0.15: each
+# below every correct run seen, each still failed by a stage that learns or helps nothing.
+SFT_OVER_MAJORITY = 0.05
+PAIR_ACCURACY_MIN = 0.5
+DPO_MARGIN_GAIN = 0.0
+TOOL_JUMP_LEAD = 0.15
 REPORT_KEYS = {
     "accuracy": {"majority_baseline", "random_init", "sft", "dpo", "grpo", "tool_loop"},
     "dpo": {"margin_before", "margin_after", "loss_first", "loss_last"},
@@ -150,9 +156,11 @@ def test_format_report_table(report):
     for stage in ("majority_baseline", "random_init", "sft", "dpo", "grpo", "tool_loop", "reward_model"):
         assert stage in text
     assert "parameters:" in text and "wall time:" in text
-    assert f"{report['accuracy']['tool_loop']:.3f}" in text
-    assert f"{report['grpo']['informative_group_rate']:.3f}" in text
-    assert f"{report['dpo']['margin_after']:.3f}" in text
+    # the stub fixes what a row shows, not its format: each value at 2 to 4 decimals, or as a percentage
+    for value in (report["accuracy"]["tool_loop"], report["grpo"]["informative_group_rate"],
+                  report["dpo"]["margin_after"]):
+        shown = {f"{value:.{d}f}" for d in (2, 3, 4)} | {f"{100 * value:.{d}f}%" for d in (0, 1, 2)}
+        assert any(form in text for form in shown), f"{value} is not in the report table"
 
 
 def test_threads_restored(run):
@@ -210,7 +218,6 @@ def test_config_errors_raise_before_any_work(field, value, monkeypatch):
 
     monkeypatch.setattr(synthetic_task, "make_dataset", no_data)
     threads = torch.get_num_threads()
-    match = "d_llm" if field == "d_llm" else field
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError):
         pipeline.run_pipeline(pipeline.PipelineConfig(**{field: value}))
     assert torch.get_num_threads() == threads

@@ -324,6 +324,30 @@ def test_instrumented_comments_are_confirmed_contradicted_or_never_executed(tmp_
     assert verdicts[8].detail.endswith("bound: B=2, T=5, H=2, d_h=4")
 
 
+def test_a_parenthesised_note_on_a_python_value_is_prose_not_a_shape(tmp_path: Path) -> None:
+    # blind round (capstone sft_stage): an annotated list whose comment opens with "(" was read as an
+    # array shape it could never have; a list[...] comment on it, and a tensor line, are still checked
+    path = tmp_path / "spans.py"
+    path.write_text('''"""Doc."""
+import numpy as np
+
+def spans(x):
+    """Doc."""
+    supervised: list[tuple[int, int]] = []  # (start, stop) of the supervised span
+    count: int = 0  # (number of spans)
+    rows: list[int] = [1, 2]  # list[N]
+    wrong: list[int] = [1, 2]  # list[3]
+    y = x * 1  # (B,)
+    return supervised, count, rows, wrong, y
+''')
+
+    def calls(ns, recorder) -> None:  # type: ignore[no-untyped-def]
+        ns["spans"](np.zeros(3))
+
+    status = {line: v.status.value for line, v in _run_instrumented(path, calls).items()}
+    assert status == {8: "confirmed", 9: "contradicted", 10: "confirmed"}
+
+
 def test_each_function_is_checked_for_its_first_calls_of_a_test_only(tmp_path: Path) -> None:
     path = tmp_path / "budget.py"
     path.write_text('''"""Doc."""
@@ -554,7 +578,41 @@ def top_k_filter(logits, k):
     return torch.softmax(filtered, dim=-1)
 '''
     assert _numerics(tmp_path, asked, module="transformer/generation") == []  # the contract asks for -inf
-    assert _numerics(tmp_path, asked, module="transformer/attention") == [("NUM002", 8)]
+    # a top-k filter keeps the k-th value itself (x < kth is False there), so no row is all -inf: spared in
+    # every module (blind round, capstone tiny_lm's sample_next_token)
+    assert _numerics(tmp_path, asked, module="transformer/attention") == []
+    top_p = '''
+import torch
+
+def top_k_inline(logits, k):
+    logits = logits.masked_fill(logits < torch.kthvalue(logits, logits.shape[-1] - k + 1, dim=-1, keepdim=True).values,
+                                float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+def top_k_subscript(logits, k):
+    kth = logits.sort(dim=-1, descending=True).values[..., k - 1:k]  # (B, 1)
+    logits = logits.clone()
+    logits[logits < kth] = float("-inf")
+    return torch.softmax(logits, dim=-1)
+
+def top_p(logits, p):
+    probs = torch.softmax(logits, dim=-1)  # (B, V)
+    filtered = logits.masked_fill(probs < p, float("-inf"))
+    return torch.softmax(filtered, dim=-1)
+
+def keeps_the_tail(logits, k):
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (B, 1)
+    filtered = torch.where(logits < kth, logits, float("-inf"))
+    return torch.softmax(filtered, dim=-1)
+
+def at_or_below(logits, k):
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (B, 1)
+    filtered = logits.masked_fill(logits <= kth, float("-inf"))
+    return torch.softmax(filtered, dim=-1)
+'''
+    # a mask that is not "strictly below a k-th value" can still empty a row: still flagged
+    assert _numerics(tmp_path, top_p, module="transformer/attention") == [("NUM002", 19), ("NUM002", 24),
+                                                                          ("NUM002", 29)]
 
 
 def test_num003_spares_the_advantage_normalisation_the_contract_asks_for(tmp_path: Path) -> None:
@@ -565,6 +623,23 @@ def normalise(adv):
 '''
     assert _numerics(tmp_path, code, module="rl/ppo") == []
     assert _numerics(tmp_path, code, module="nn/normalization_torch") == [("NUM003", 6)]
+
+
+def test_num003_spares_adams_second_moment_under_any_name_with_sq(tmp_path: Path) -> None:
+    # blind round (capstone optimizer): torch's name exp_avg_sq holds "sq", read as a mean square
+    code = '''
+def adam_step(self, t):
+    update = (self.exp_avg / (1 - 0.9 ** t)) / ((self.exp_avg_sq / (1 - 0.999 ** t)).sqrt() + self.eps)
+    return update
+
+def rms_step(square_avg, g, eps):
+    return g / (square_avg.sqrt() + eps)
+
+def rms_norm(x, eps):
+    mean_sq = (x * x).sum(-1) / x.shape[-1]
+    return x / (mean_sq.sqrt() + eps)
+'''
+    assert _numerics(tmp_path, code, module="optim/adam") == [("NUM003", 13)]
 
 
 def test_num100_fix_names_the_probe_condition() -> None:

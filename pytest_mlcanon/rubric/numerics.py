@@ -158,6 +158,40 @@ def _log_of_zero(where: ast.AST, branch: ast.AST) -> bool:
     return any(_is_call_to(n, LOGS) and n.args and ast.dump(n.args[0]) in read for n in ast.walk(other))
 
 
+#: Calls whose result is a row's k-th largest value (or the sorted values it is read from).
+KTH_VALUE_OPS = frozenset({"topk", "kthvalue", "sort"})
+
+
+def _below_kth_value(node: ast.AST, assigned: dict[str, ast.expr]) -> bool:
+    """``x < kth`` (or ``kth > x``) with ``kth`` read off ``topk``/``kthvalue``/``sort``, inline or through
+    a name: a top-k filter. The k-th value itself is never strictly below itself, so every row keeps at
+    least one entry and a ``-inf`` fill cannot make a whole row ``-inf`` (blind round, capstone tiny_lm)."""
+    if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+        return False
+    op, right = node.ops[0], node.comparators[0]
+    kth = right if isinstance(op, ast.Lt) else node.left if isinstance(op, ast.Gt) else None
+    if kth is None:
+        return False
+    sources = [kth, *(assigned[n.id] for n in ast.walk(kth) if isinstance(n, ast.Name) and n.id in assigned)]
+    return any(_contains(source, lambda n: _is_call_to(n, KTH_VALUE_OPS)) for source in sources)
+
+
+def _top_k_fill(node: ast.AST, assigned: dict[str, ast.expr]) -> bool:
+    """A fill whose mask is a top-k comparison: ``masked_fill(x < kth, v)``, ``where(x < kth, v, x)`` or
+    ``x[x < kth] = v``."""
+    if isinstance(node, ast.Call) and call_name(node) == "where":
+        # the fill must be the value taken where the mask holds: where(x < kth, -inf, x)
+        masks = node.args[:1] if len(node.args) == 3 and _is_neg_inf(node.args[1]) else []
+    elif isinstance(node, ast.Call):
+        masks = node.args[:2] if call_name(node) in {"masked_fill", "masked_fill_"} else []
+        masks = [*masks, *(k.value for k in node.keywords if k.arg == "mask")]
+    elif isinstance(node, ast.Assign):
+        masks = [t.slice for t in node.targets if isinstance(t, ast.Subscript)]
+    else:
+        return False
+    return any(_below_kth_value(m, assigned) for m in masks)
+
+
 def _reaches_normaliser(fill: ast.AST, fn: ast.AST | None) -> bool:
     """Whether a ``-inf``-filled value can reach a softmax: inside one, or through the names it is
     assigned to (not through an order-based use such as argmax, nor as log 0 beside a log), or
@@ -244,12 +278,13 @@ def static_findings(source: Source) -> list[Finding]:
         if isinstance(node, ast.Call) and call_name(node) in MASK_FILLERS:
             values = [*node.args, *(k.value for k in node.keywords)]
             if any(_is_neg_inf(v) and not _log_of_zero(node, v) for v in values):
-                if _reaches_normaliser(node, owner.get(id(node))):
+                if not _top_k_fill(node, assigned) and _reaches_normaliser(node, owner.get(id(node))):
                     out.append(finding("NUM002", where, node.lineno, what="mask filled with"))
             elif any(_huge_constant(v) for v in values):
                 out.append(finding("NUM005", where, node.lineno))
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
-            if _is_neg_inf(node.value) and _reaches_normaliser(node.value, owner.get(id(node))):
+            if (_is_neg_inf(node.value) and not _top_k_fill(node, assigned)
+                    and _reaches_normaliser(node.value, owner.get(id(node)))):
                 out.append(finding("NUM002", where, node.lineno, what="masked entries set to"))
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             for side, other in ((node.left, node.right), (node.right, node.left)):
@@ -270,7 +305,23 @@ def _variance_like(sqrt_call: ast.Call, assigned: dict[str, ast.expr]) -> bool:
     is ``m_hat / (sqrt(v_hat) + eps)``."""
     argument = sqrt_call.args[0] if sqrt_call.args else getattr(sqrt_call.func, "value", sqrt_call)
     sources = [argument, *(assigned[n.id] for n in ast.walk(argument) if isinstance(n, ast.Name) and n.id in assigned)]
+    if any(_optimizer_moment(source) for source in sources):
+        return False
     return any(_variance_expr(source) for source in sources)
+
+
+#: Names of an optimizer's running second moment (torch's ``exp_avg_sq``, RMSprop's ``square_avg``,
+#: the paper's ``v_hat``), whose published update divides by ``sqrt(v) + eps``: "sq" in the name is not a
+#: norm's mean square (blind round, capstone optimizer: ``(self.exp_avg_sq / bias2).sqrt() + self.eps``).
+OPTIMIZER_MOMENTS = ("exp_avg", "square_avg", "avg_sq", "v_hat")
+
+
+def _optimizer_moment(argument: ast.AST) -> bool:
+    for node in ast.walk(argument):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+        if any(moment in name.lower() for moment in OPTIMIZER_MOMENTS):
+            return True
+    return False
 
 
 def _variance_expr(argument: ast.AST) -> bool:

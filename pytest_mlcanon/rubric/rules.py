@@ -121,7 +121,8 @@ RULES: tuple[Rule, ...] = (
          hint="subtract the row max first (x - x.max(dim, keepdim=True)) or use softmax/logsumexp",
          miss="exp without subtracting the max"),
     Rule("NUM002", "numerics", "a mask filled with -inf that can reach a softmax (not a sentinel only argmax or sort "
-         "reads, nor log 0 as in where(p > 0, log(p), -inf), nor an output the contract specifies with -inf: "
+         "reads, nor log 0 as in where(p > 0, log(p), -inf), nor a top-k filter masked_fill(x < kth, -inf) whose "
+         "kth comes from topk/kthvalue/sort, nor an output the contract specifies with -inf: "
          "generation's top-k/top-p filters, retrieval padding)",
          "a fully masked row becomes softmax(-inf, ..., -inf) = NaN, which leaks into gradients",
          "scores.masked_fill(~mask, float('-inf'))", "scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",

@@ -46,6 +46,8 @@ def annotated_statements(source: Source) -> dict[int, Annotated]:
             parsed = shape_grammar.parse(comment)
         except shape_grammar.ShapeSyntaxError:
             continue
+        if isinstance(node, ast.AnnAssign) and _prose_on_python_value(node.annotation, parsed):
+            continue
         targets: tuple[str | None, ...]
         if isinstance(node, ast.Return):
             targets = (None,)
@@ -54,6 +56,22 @@ def annotated_statements(source: Source) -> dict[int, Annotated]:
             targets = tuple(_target_exprs(raw[-1]))
         found[node.lineno] = Annotated(node.lineno, targets, parsed, comment)
     return found
+
+
+#: Annotations that say a value is a plain Python object, never a tensor or an array.
+PYTHON_TYPES = frozenset({"list", "dict", "set", "frozenset", "tuple", "str", "int", "float", "bool",
+                          "List", "Dict", "Set", "FrozenSet", "Tuple"})
+
+
+def _prose_on_python_value(annotation: ast.expr, comment: ShapeComment) -> bool:
+    """``spans: list[tuple[int, int]] = []  # (start, stop) of each span``: the annotation says the value
+    is a Python list (dict, int, ...), which an array shape such as ``(start, stop)`` can never describe,
+    so the comment is prose that happens to open with a parenthesis, not a claim to verify (blind
+    round, capstone sft_stage). ``list[N]`` and ``scalar`` comments on such values are still checked."""
+    outer = annotation.value if isinstance(annotation, ast.Subscript) else annotation
+    name = outer.id if isinstance(outer, ast.Name) else outer.attr if isinstance(outer, ast.Attribute) else ""
+    return name in PYTHON_TYPES and all(shape.kind == "tuple" and shape.dims
+                                        for alternatives in comment.values for shape in alternatives)
 
 
 def _target_exprs(target: ast.expr) -> list[str | None]:
