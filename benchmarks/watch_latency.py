@@ -36,6 +36,7 @@ from pytest_mlcanon import catalog
 REPO = Path(__file__).resolve().parents[1]
 GOOD = REPO / "examples" / "learners" / "good"
 TARGET_S = 0.5
+IDLE_S = 1.5  # between a verdict and the next save: a learner reads and types for longer (the next check's child is forked meanwhile)
 MLCANON = [sys.executable, "-m", "pytest_mlcanon.cli"]
 VERDICT_PREFIX = "── #"  # the watch's line after each check: "── #55 posttrain/dpo: strong 5/5 · ... ──"
 
@@ -93,7 +94,7 @@ def warm(root: Path, item: catalog.Item, saves: int) -> tuple[float, list[float]
         text = target.read_text()
         latencies, cpus = [], []
         for n in range(saves):
-            time.sleep(0.3)  # the watch idles between saves, as it does while a learner types
+            time.sleep(IDLE_S)  # the watch idles between saves, as it does while a learner types
             cpu_before = children_cpu(watch.pid)
             saved = time.perf_counter()
             target.write_text(f"{text}\n# save {n}\n")

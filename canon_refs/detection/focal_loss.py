@@ -55,7 +55,8 @@ def sigmoid_focal_loss(
     Args:
         logits: ``(...)`` float logits.
         targets: ``(...)`` same shape, values in ``[0, 1]`` (hard 0/1 labels or soft targets; integer
-            and bool tensors are converted to the logits' dtype).
+            and bool tensors are converted to the logits' dtype). Soft targets interpolate linearly:
+            ``p_t = p*t + (1 - p)*(1 - t)`` and ``alpha_t = alpha*t + (1 - alpha)*(1 - t)`` (torchvision's form).
         alpha: weight of the positive class in ``[0, 1]`` (negatives get ``1 - alpha``); ``None``
             disables the weighting.
         gamma: focusing parameter ``>= 0``; ``gamma = 0`` with ``alpha=None`` is plain BCE.

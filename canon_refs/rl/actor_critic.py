@@ -42,6 +42,9 @@ from canon_refs.rl.envs import GridWorld
 class ActorCritic(nn.Module):
     """A shared ``Linear -> tanh`` trunk with a policy head (logits) and a value head (scalar).
 
+    Attributes (the tests read them): ``trunk``, the module whose output ``trunk(obs)`` is the tanh features
+    both heads read; ``policy_head``, an ``nn.Linear(hidden, n_actions)``; ``value_head``, an ``nn.Linear(hidden, 1)``.
+
     Args:
         obs_dim: observation width, ``>= 1``. n_actions: ``A >= 1``. hidden: trunk width, ``>= 1``.
 

@@ -269,9 +269,9 @@ def train_dqn(
 
     Torch's global RNG is seeded with ``seed`` (initialisation), exploration draws from a generator seeded
     from ``seed`` and the buffer from its own (any drawing method; the same seed gives the same run). Epsilon decays linearly from
-    ``epsilon_start`` to ``epsilon_end`` over ``epsilon_decay_steps``. From step ``learning_starts`` on
-    (once the buffer holds ``batch_size`` transitions) every step makes one Adam update on a sampled
-    batch; the target network is hard-updated every ``target_update`` steps. Episodes end at the goal
+    ``epsilon_start`` to ``epsilon_end`` over ``epsilon_decay_steps``. Steps are numbered from 0; from step
+    ``learning_starts`` on (once the buffer holds ``batch_size`` transitions) every step makes one Adam update
+    on a sampled batch (``n_steps - learning_starts`` updates, one loss each, when the buffer is full by then); the target network is hard-updated every ``target_update`` steps. Episodes end at the goal
     (terminal) or after ``max_steps`` steps (a time limit, stored as not done so it still bootstraps).
 
     Args:
