@@ -59,6 +59,22 @@ def test_brute_force_inner_product_descending() -> None:
 
 
 @pytest.mark.edge_case
+@pytest.mark.parametrize("metric", ["l2", "ip"])
+def test_tied_neighbours_go_to_the_lower_index(metric: str) -> None:
+    # The docstring: ties go to the lower index. Duplicated small-integer points make every distance and
+    # score exact in any float order (and their means 0), so ten rows tie at each place; k = 7 must take
+    # the lowest seven rows of the nearest group, in index order (argpartition keeps an arbitrary seven).
+    points = np.array([[1, 2, 0], [-1, -2, 0], [2, -1, 1], [-2, 1, -1]], dtype=np.float32)
+    database = points[make_rng(5).permutation(np.repeat(np.arange(4), 10))]  # (40, 3)
+    queries = np.array([[1, 1, 0], [-1, -1, 0], [2, 0, 1], [-2, 0, -1]], dtype=np.float32)
+    exact = (((queries[:, None, :] - database[None, :, :]) ** 2).sum(-1) if metric == "l2"
+             else -(queries @ database.T)).astype(np.int64)  # (4, 40), smaller is nearer
+    want = np.stack([np.lexsort((np.arange(40), row))[:7] for row in exact])  # (4, 7)
+    _, I = ivf.brute_force_search(database, queries, 7, metric=metric)
+    np.testing.assert_array_equal(I, want)
+
+
+@pytest.mark.edge_case
 def test_k_larger_than_n_pads_with_minus_one() -> None:
     X = make_rng(2).standard_normal((4, 3))
     q = X[1:2] + 0.01
