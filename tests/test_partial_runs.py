@@ -24,7 +24,7 @@ GOOD_ATTENTION = (EXAMPLES / "transformer" / "attention.py").read_text()
 WRONG_ATTENTION = GOOD_ATTENTION.replace("step = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale",
                                          "step = 1.0 / q.shape[-1] if scale is None else scale")
 GOOD_DPO = (EXAMPLES / "posttrain" / "dpo.py").read_text()
-#: log(sigmoid(.)) underflows: only the two numerics probes (``test_extreme_margins*``) fail.
+#: log(sigmoid(.)) underflows: only the numerics probes (``test_extreme_margins*``, the float16 one) and the confident pairs fail.
 UNSTABLE_DPO = GOOD_DPO.replace("losses = -F.logsigmoid(margin) ", "losses = -torch.log(torch.sigmoid(margin))")
 
 
@@ -128,9 +128,10 @@ def test_stepwise_stopping_at_a_failure_is_stopped_early_not_interrupted(pyteste
 
 def test_a_narrowed_run_fails_the_minimum_score(pytester: pytest.Pytester, learner) -> None:
     learner(files={"posttrain/dpo": UNSTABLE_DPO})
-    # main's #55 also checks confident float32 pairs, which log(sigmoid) fails: left out with the probes
-    narrowed = ("--canon-item=posttrain/dpo", "-k", "not extreme and not confident", "-q", "--tb=no", "-p",
-                "no:cacheprovider")
+    # main's #55 also checks confident float32 pairs and float16 log-ratios of -+60000, which log(sigmoid)
+    # fails: left out with the probes
+    narrowed = ("--canon-item=posttrain/dpo", "-k", "not extreme and not confident and not half_precision", "-q",
+                "--tb=no", "-p", "no:cacheprovider")
     assert pytester.runpytest(*narrowed).ret == pytest.ExitCode.OK  # the tests it ran pass
     gated = pytester.runpytest(*narrowed, "--canon-min-score=4")
     assert gated.ret == pytest.ExitCode.TESTS_FAILED
