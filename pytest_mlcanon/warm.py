@@ -183,7 +183,8 @@ class Warmed:
         ``-p no:logging`` (around each phase of each test its log capture walks the ~200 loggers torch
         registers: ~4% of a DPO check) unless the learner's ini or arguments configure logging. A record logged at
         WARNING or above then shows under "Captured stderr" instead of "Captured log"."""
-        asked = any(arg.startswith("--log") or arg in ("logging", "-plogging") for arg in extra)
+        # --log-level, -o log_cli=true (--override-ini=log_...), -p logging
+        asked = any(arg.startswith("--log") or "log_" in arg or arg in ("logging", "-plogging") for arg in extra)
         return () if self.log_options or asked else ("-p", "no:logging")
 
 

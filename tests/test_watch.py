@@ -225,3 +225,11 @@ def test_a_child_forked_ahead_of_the_save_checks_the_file_as_saved(drilled: Path
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.splitlines()[-1])
     assert result == {"verdicts": [["no: correctness failed (8 of 23 tests) 4/5"], ["strong 5/5"]], "discarded_is_gone": True}, result
+
+
+def test_checks_keep_pytest_logging_only_when_the_learner_configures_it() -> None:
+    lean = warm.Warmed(0, 1.0, "")
+    assert lean.lean_args() == ("-p", "no:logging") == lean.lean_args(["--tb=long", "-x"])
+    for asked in (["--log-level=INFO"], ["-o", "log_cli=true"], ["--override-ini=log_cli=true"], ["-p", "logging"]):
+        assert lean.lean_args(asked) == (), asked
+    assert warm.Warmed(0, 1.0, "", log_options=True).lean_args() == ()  # the learner's ini sets log_cli

@@ -224,7 +224,7 @@ class _Scanner:
     def value_class(self, node: ast.ClassDef) -> None:
         """INT002 for a class whose values can answer a test's comparisons their own way."""
         bases = {self._name(base) or "" for base in node.bases}
-        members = {target.id for stmt in node.body for target in _defined_names(stmt)}
+        members = {name for stmt in node.body for name in _defined_names(stmt)}
         protocol = sorted(members & VALUE_PROTOCOLS)
         if bases & VALUE_BASES or protocol:
             what = sorted(bases & VALUE_BASES) or protocol
@@ -322,13 +322,13 @@ class _Scanner:
                 for f in api.static_findings(self.source, self.item) if f.code == "API005"]
 
 
-def _defined_names(stmt: ast.stmt) -> Iterator[ast.Name]:
-    """The names a class body statement binds (``def f``, ``f = ...``, ``f: T = ...``) as Name nodes."""
+def _defined_names(stmt: ast.stmt) -> Iterator[str]:
+    """The names a class body statement binds (``def f``, ``f = ...``, ``f: T = ...``)."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        yield ast.Name(id=stmt.name)
+        yield stmt.name
     elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
         for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
-            yield from (t for t in _flatten(target) if isinstance(t, ast.Name))
+            yield from (t.id for t in _flatten(target) if isinstance(t, ast.Name))
 
 
 def _flatten(target: ast.expr) -> Iterator[ast.expr]:

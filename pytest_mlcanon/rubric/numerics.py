@@ -158,6 +158,11 @@ def _log_of_zero(where: ast.AST, branch: ast.AST) -> bool:
     return any(_is_call_to(n, LOGS) and n.args and ast.dump(n.args[0]) in read for n in ast.walk(other))
 
 
+def _with_sources(expr: ast.AST, assigned: dict[str, ast.expr]) -> list[ast.AST]:
+    """``expr`` and the values last assigned to the names it reads."""
+    return [expr, *(assigned[n.id] for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id in assigned)]
+
+
 #: Calls whose result is a row's k-th largest value (or the sorted values it is read from).
 KTH_VALUE_OPS = frozenset({"topk", "kthvalue", "sort"})
 
@@ -172,8 +177,7 @@ def _below_kth_value(node: ast.AST, assigned: dict[str, ast.expr]) -> bool:
     kth = right if isinstance(op, ast.Lt) else node.left if isinstance(op, ast.Gt) else None
     if kth is None:
         return False
-    sources = [kth, *(assigned[n.id] for n in ast.walk(kth) if isinstance(n, ast.Name) and n.id in assigned)]
-    return any(_contains(source, lambda n: _is_call_to(n, KTH_VALUE_OPS)) for source in sources)
+    return any(_contains(source, lambda n: _is_call_to(n, KTH_VALUE_OPS)) for source in _with_sources(kth, assigned))
 
 
 def _top_k_fill(node: ast.AST, assigned: dict[str, ast.expr]) -> bool:
@@ -304,7 +308,7 @@ def _variance_like(sqrt_call: ast.Call, assigned: dict[str, ast.expr]) -> bool:
     assigned one in the same function, not of Adam's second moment ``v_hat``, whose published update
     is ``m_hat / (sqrt(v_hat) + eps)``."""
     argument = sqrt_call.args[0] if sqrt_call.args else getattr(sqrt_call.func, "value", sqrt_call)
-    sources = [argument, *(assigned[n.id] for n in ast.walk(argument) if isinstance(n, ast.Name) and n.id in assigned)]
+    sources = _with_sources(argument, assigned)
     if any(_optimizer_moment(source) for source in sources):
         return False
     return any(_variance_expr(source) for source in sources)
