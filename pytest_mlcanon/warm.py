@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mlcanon import catalog, codecache
+from pytest_mlcanon import catalog, codecache, split
 from pytest_mlcanon.evidence import EvidenceError, Status
 
 GRACE_S = 1.0
@@ -210,10 +210,11 @@ def warm_up(items: Sequence[catalog.Item], root: Path) -> Warmed:
     start = time.perf_counter()
     os.chdir(root)  # a warm process works in its learner repo, as each check does
     path = list(sys.path)
-    seen = _SeenConfig()
+    seen, durations = _SeenConfig(), split.Durations()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         status = pytest.main([f"--canon-item={selector}", "--impl=canon_refs", "-q", "--color=no",
-                              "-p", "no:cacheprovider"], plugins=[seen])
+                              "-p", "no:cacheprovider"], plugins=[seen, durations])
+    split.remember(durations.seconds)
     # pytest put the canon's root on sys.path to import its conftest; left there, each check would
     # find the package's own metadata and mark all of it for assertion rewriting, which a fresh
     # `mlcanon check` does not (and which would recompile those modules in every child)
@@ -401,7 +402,7 @@ def _child(argv: list[str], root: Path, output: Path | None, gate: tuple[int, in
     code = EXIT_HARNESS
     try:
         os.setpgid(0, 0)
-        plugins: list[object] = []
+        plugins: list[object] = [split.Split()]
         if gate is not None:
             os.close(gate[1])  # the parent's end: only the parent may hold it, or end of file never comes
             plugins.append(_gate(gate[0]))

@@ -75,9 +75,11 @@ class ItemState:
         executed = None
         if coverage is not None:
             executed = {name: tuple(sorted(coverage.get(path, ()))) for path, name in self.by_path.items()}
+        # in the order the tests were collected, however they ran (a watched check runs them in two processes)
+        order = {nodeid: index for index, nodeid in enumerate(self.expected)}
+        outcomes = sorted(self.outcomes.values(), key=lambda outcome: order.get(outcome.nodeid, len(order)))
         return ItemEvidence(self.item.slug, status, detail, tuple(self.files), self.fallback,
-                            tuple(self.outcomes.values()), self.shapes, left_out, executed,
-                            built_on=self.built_on)
+                            tuple(outcomes), self.shapes, left_out, executed, built_on=self.built_on)
 
 
 class CanonRun:
