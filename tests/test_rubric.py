@@ -550,6 +550,29 @@ def greedy(q, legal):
     return int(q.argmax())
 '''
     assert _numerics(tmp_path, sentinel, module="classical/decision_tree") == []
+    # blind round 30: one entry of a sentinel-filled array read back (float(dec[i])) is no mask, and an
+    # array filled with -inf as the output of np.log(..., where=w > 0) holds log 0 where the weight is 0
+    entries = '''
+import numpy as np
+
+def best_cut(dec, valid, xs):
+    dec = np.where(valid, dec, -np.inf)  # (n-1,)
+    top = float(dec.max())
+    i = int(np.flatnonzero(dec >= top - 1e-12)[0])
+    best = float(dec[i])
+    return i, best
+
+def log_weights(weights):
+    log_w = np.full(weights.shape[0], -np.inf)  # (K,)
+    np.log(weights, out=log_w, where=weights > 0)
+    return log_w
+
+def sliced(scores, allow):
+    scores = np.where(allow, scores, -np.inf)
+    head = scores[:, :4]
+    return head
+'''
+    assert _numerics(tmp_path, entries, module="classical/gmm") == [("NUM002", 19)]  # a slice is the mask
     log_zero = '''
 import torch
 

@@ -232,14 +232,26 @@ def _taint_reaches(fn: ast.AST, tainted: set[str], after: int) -> bool:
         uses = _tainted_uses(stmt, tainted)
         if not uses:
             continue
+        if any(_log_output(n, tainted) for n in ast.walk(stmt)):
+            return False
         if any(_is_call_to(n, NORMALISERS) and _tainted_uses(n, tainted) for n in ast.walk(stmt)):
             return True
         if isinstance(stmt, ast.Return) and stmt.value is not None and _tainted_uses(stmt.value, tainted, whole=True):
             return True
-        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        value = stmt.value if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) else None
+        if value is not None and _tainted_uses(value, tainted, whole=True):
+            # a name bound to one element of the filled value (best = float(gain[k])) holds no mask
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             tainted = tainted | {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
     return False
+
+
+def _log_output(node: ast.AST, tainted: set[str]) -> bool:
+    """``np.log(p, out=filled, where=p > 0)``: the filled array is the log's output, so a ``-inf`` left in
+    it is log 0 where the log was not taken (blind round 30, gmm's log-weights of an empty component)."""
+    return _is_call_to(node, LOGS) and any(
+        k.arg == "out" and isinstance(k.value, ast.Name) and k.value.id in tainted
+        for k in getattr(node, "keywords", ()))
 
 
 def _tainted_uses(node: ast.AST, tainted: set[str], whole: bool = False) -> bool:
@@ -256,12 +268,18 @@ def _tainted_uses(node: ast.AST, tainted: set[str], whole: bool = False) -> bool
             stack.extend(k.value for k in current.keywords)
             stack.append(current.func)
             continue
-        if whole and (isinstance(current, ast.Subscript) or _is_call_to(current, {"float", "int", "item", "bool"})):
+        if whole and (_element(current) or _is_call_to(current, {"float", "int", "item", "bool"})):
             continue
         if isinstance(current, ast.Name) and current.id in tainted and isinstance(current.ctx, ast.Load):
             return True
         stack.extend(ast.iter_child_nodes(current))
     return False
+
+
+def _element(node: ast.AST) -> bool:
+    """``x[k]``, ``x[i, j]``: entries picked by index, not a slice (``x[:, :t]``) of the whole value."""
+    return isinstance(node, ast.Subscript) and not any(
+        isinstance(n, ast.Slice) or (isinstance(n, ast.Constant) and n.value is Ellipsis) for n in ast.walk(node.slice))
 
 
 def static_findings(source: Source) -> list[Finding]:

@@ -121,13 +121,15 @@ RULES: tuple[Rule, ...] = (
          hint="subtract the row max first (x - x.max(dim, keepdim=True)) or use softmax/logsumexp",
          miss="exp without subtracting the max"),
     Rule("NUM002", "numerics", "a mask filled with -inf that can reach a softmax (not a sentinel only argmax or sort "
-         "reads, nor log 0 as in where(p > 0, log(p), -inf), nor a top-k filter masked_fill(x < kth, -inf) whose "
+         "reads or picks one entry of, nor log 0 as in where(p > 0, log(p), -inf) or np.log(p, out=a, where=p > 0) "
+         "into a -inf-filled a, nor a top-k filter masked_fill(x < kth, -inf) whose "
          "kth comes from topk/kthvalue/sort, nor an output the contract specifies with -inf: "
          "generation's top-k/top-p filters, retrieval padding)",
          "a fully masked row becomes softmax(-inf, ..., -inf) = NaN, which leaks into gradients",
          "scores.masked_fill(~mask, float('-inf'))", "scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",
          message="{what} -inf before a softmax: a fully masked row softmaxes to NaN",
-         hint="use torch.finfo(dtype).min (np.finfo for arrays)",
+         hint="fill with the dtype's most negative finite value: torch.finfo(dtype).min, np.finfo(dtype).min for "
+              "arrays",
          miss="-inf mask fill"),
     Rule("NUM003", "numerics", "eps added outside the square root of a variance",
          "sqrt has an infinite derivative at 0; sqrt(var + eps) keeps the gradient finite (Adam's sqrt(v_hat) + eps "
