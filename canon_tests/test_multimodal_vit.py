@@ -53,7 +53,7 @@ def quadrant_images(n: int, gen: torch.Generator, noise: float = 0.2, side: int 
 
 
 def test_patchify_quoted_example():
-    images = torch.arange(16).reshape(1, 1, 4, 4)
+    images = torch.arange(16.0).reshape(1, 1, 4, 4)
     patches = vit.patchify(images, 2)
     assert patches.shape == (1, 4, 4)
     assert patches.tolist() == [[[0, 1, 4, 5], [2, 3, 6, 7], [8, 9, 12, 13], [10, 11, 14, 15]]]

@@ -22,7 +22,7 @@ RGB image with ``p = 16`` that copy is 196 x 768 floats per image. ``patchify`` 
 readable definition and as the check. [CLS] pooling is the default rather than mean pooling because
 it matches the original ViT; mean pooling is the one that makes the permutation check possible.
 
-What to test: ``patchify`` on ``arange(16)`` as a ``4 x 4`` image with ``p = 2``, the patch embedding
+What to test: ``patchify`` on ``arange(16.0)`` as a ``4 x 4`` image with ``p = 2``, the patch embedding
 against ``patchify(x) @ W.reshape(d, -1).T + b``, ``N = 16`` for ``16 x 16`` images with ``p = 4``,
 ``forward_features`` against the composition by hand, permutation invariance with zeroed positions and
 mean pooling, and >= 0.9 test accuracy after 300 AdamW steps on "which quadrant holds the bright square".

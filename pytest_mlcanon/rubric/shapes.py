@@ -15,7 +15,7 @@ from pytest_mlcanon.rubric import shape_grammar
 from pytest_mlcanon.rubric.model import AxisResult, Finding
 from pytest_mlcanon.rubric.rules import finding
 from pytest_mlcanon.rubric.shape_runtime import CommentStatus, CommentVerdict
-from pytest_mlcanon.rubric.source import Source, call_name, dotted, statements_with_values, walk
+from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions, statements_with_values, walk
 from pytest_mlcanon.settings import Settings
 
 ARRAY_MODULES = frozenset({"torch", "np", "numpy", "F", "nn", "jnp"})
@@ -61,10 +61,13 @@ class ShapeLine:
 def shape_lines(source: Source) -> list[ShapeLine]:
     """Every assignment or return statement that R1-R4 require a comment on, by first line."""
     submodules = _submodule_attrs(source.tree)
+    indexes = _index_bindings(source.tree)
     found: dict[int, ShapeLine] = {}
     for stmt, value in statements_with_values(source.tree):
         if isinstance(stmt, ast.Return) and _empty_creation(value):
             continue  # an early `return torch.empty(0, ...)` of a degenerate case
+        if id(stmt) in indexes:
+            continue  # `rows = np.arange(n)[:, None]` read only as `D[rows, idx]`: an index, as inline
         rule = _rule_for(value, submodules)
         if rule and stmt.lineno not in found:
             found[stmt.lineno] = ShapeLine(stmt.lineno, rule)
@@ -72,6 +75,28 @@ def shape_lines(source: Source) -> list[ShapeLine]:
 
 
 SCALAR_CASTS = frozenset({"int", "float", "bool", "len", "round", "str", "item", "tolist"})
+
+
+def _index_bindings(tree: ast.AST) -> set[int]:
+    """The assignments (by ``id``) binding one name that the rest of its function reads only inside
+    subscripts' indices (``states = np.arange(S)`` ... ``P[states, actions]``): C4's "array made only to
+    index another", named instead of written inline."""
+    found: set[int] = set()
+    for fn in functions(tree):
+        in_index = {id(n) for sub in walk(fn) if isinstance(sub, ast.Subscript) for n in ast.walk(sub.slice)}
+        loads: dict[str, list[bool]] = {}
+        for node in walk(fn):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                loads.setdefault(node.id, []).append(id(node) in in_index)
+        index_only = {name for name, places in loads.items() if all(places)}
+        found.update(id(stmt) for stmt in walk(fn) if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                     and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id in index_only)
+    return found
+
+
+#: Calls whose result has the shape of the tensor they are called on, whatever their arguments
+#: (``x.masked_fill(t < lengths[:, None], v)``: the mask broadcasts to ``x``).
+RECEIVER_SHAPED = frozenset({"masked_fill", "masked_fill_", "masked_scatter", "masked_scatter_"})
 
 
 def _rule_for(value: ast.expr, submodules: set[str]) -> str | None:
@@ -89,6 +114,9 @@ def _rule_for(value: ast.expr, submodules: set[str]) -> str | None:
         if isinstance(node, ast.Subscript):
             stack.append((node.slice, True))
             stack.append((node.value, in_index))
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RECEIVER_SHAPED:
+            stack.append((node.func.value, in_index))
             continue
         stack.extend((child, in_index) for child in reversed(list(ast.iter_child_nodes(node))))
     return None
