@@ -376,8 +376,10 @@ def test_image_without_targets():
     want = F.cross_entropy(logits[0].detach(), torch.full((5,), 4))  # every query is "no object"
     assert_close(out["loss_ce"], want, cond=4.0, what="loss_ce of an image without targets")
     out["loss"].backward()
-    assert torch.isfinite(logits.grad).all() and torch.isfinite(boxes.grad).all()
-    assert torch.count_nonzero(boxes.grad) == 0
+    assert torch.isfinite(logits.grad).all()
+    # the box losses are 0 here: a loss that no longer depends on pred_boxes (grad None) is as right as one
+    # that carries a zero gradient back
+    assert boxes.grad is None or torch.count_nonzero(boxes.grad) == 0
 
 
 @pytest.mark.edge_case

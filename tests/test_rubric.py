@@ -35,7 +35,7 @@ to NaN. Shapes: q (B, T, d). Trade-off: one matmul instead of a loop. Test: comp
 
 @pytest.mark.parametrize("comment", ["(B, H, T, d_h)", "(N, k), (N, k)", "()", "(N,)", "(N, C*kh*kw, L)",
                                      "list[P*G]", "(B,) | ()", "(..., T_q, T_k)", "(B, T)  free text", "scalar",
-                                     "(3, 16, 16)", "(B, T_q + 1)", "(...,)"])
+                                     "(3, 16, 16)", "(B, T_q + 1)", "(...,)", "(sum_b M_b, 4)", "(Σ_b M_b, 4)"])
 def test_grammar_accepts_the_spec_forms(comment: str) -> None:
     parsed = shape_grammar.parse(comment)
     assert str(parsed) == comment.split("  ")[0]
@@ -788,9 +788,16 @@ def greedy(P, Q, V, acts, greedy, D2, idx):
 def targets_of(targets, t_next, prompt_lengths, ignore_index):
     """(B, T) -> (B, T)"""
     return targets.masked_fill(t_next < prompt_lengths[:, None], ignore_index)
+
+def add_bias(y, b, W, x):
+    """(C_out, L) -> (C_out, L)"""
+    y += b[:, None]
+    y += W @ x
+    return y
 ''')
     # order is added to a value, not only read as an index: it still needs its comment
-    assert [(f.code, f.line) for f in findings if f.code.startswith("SHP")] == [("SHP001", 12)]
+    # and `y += b[:, None]` keeps y's shape (the None only broadcasts b); `y += W @ x` still contracts
+    assert [(f.code, f.line) for f in findings if f.code.startswith("SHP")] == [("SHP001", 12), ("SHP001", 22)]
 
 
 def test_runtime_matching_of_the_new_notation() -> None:

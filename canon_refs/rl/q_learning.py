@@ -41,7 +41,8 @@ def epsilon_greedy(q_values: np.ndarray, epsilon: float, rng: np.random.Generato
     """Sample an action: uniform with probability ``epsilon``, else greedy (ties uniformly at random).
 
     Args:
-        q_values: ``(A,)`` finite action values of one state.
+        q_values: ``(A,)`` finite action values of one state: any finite float64, up to ``±finfo.max``,
+            with no floating-point warning (C9; greedy means the exact maximum).
         epsilon: exploration probability in ``[0, 1]``.
         rng: the NumPy generator that draws the choice.
 

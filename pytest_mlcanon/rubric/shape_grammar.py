@@ -14,7 +14,7 @@ the one C4 prints; ``tests/test_contract.py`` keeps the two the same).
     dim     := term (SP? op SP? term)* | INT SP NAME | NAME SP INT    # "16 patches", "d_v 32": a labelled size
     op      := "+" | "-" | "*" | "/" | "//" | "^" | "**" | "|" | "or" | "−" | "×" | "·"
     term    := NAME | INT | INT NAME | INT "(" dim ")" | "(" dim ")" | "{" dim "}" | term ("²" | "³")
-             | NAME "(" text ")" | ("sum" | "Σ") SP NAME   # 2w = 2*w; 1|H = 1 or H; len(ids) and sum M are names
+             | NAME "(" text ")" | ("sum" | "Σ") ["_" NAME] SP NAME   # 2w = 2*w; 1|H = 1 or H; len(ids), sum_b M_b are names
     NAME    := letter (letter | digit | "_" | "_{" text "}")* "'"*   (B, T, d_h, N_q, d_{l+1}, P', ...)
     LABEL   := letter (letter | digit | "_" | "/" | "'")*             (logits, loss, dL/dw, ...)
     note    := any text after the shapes, set off by a space or punctuation: "# (K, d); centroids"
@@ -356,14 +356,14 @@ def _dim_expr(text: str, parser: _Parser) -> ast.expr:
     """The dim as an ``ast`` expression whose names keep their text (``d_{l+1}``, ``P'``, ``len(ids)``).
 
     ``2w`` is ``2*w``; ``x^2``, ``x²`` are powers; ``1|H`` and ``2 or 3`` are alternatives; a size with a
-    label (``16 patches``, ``d_v 32``) is the number; ``sum M`` (``ΣM``) is one name."""
+    label (``16 patches``, ``d_v 32``) is the number; ``sum M``, ``sum_b M_b`` (``ΣM``, ``Σ_b M_b``) is one name."""
     bad = ShapeSyntaxError(f"dimension {text!r} is not a name, a number or an arithmetic expression of them "
                            f"in {_cut(parser.text)!r}")
     tokens = _dim_tokens(text, bad)
     kinds = [kind for kind, _ in tokens]
     if kinds in (["int", "name"], ["name", "int"]):  # 16 patches, d_v 32: a labelled size
         tokens = [next(t for t in tokens if t[0] == "int")]
-    elif kinds == ["name", "name"] and tokens[0][1] in {"sum", "\u03a3"}:
+    elif kinds == ["name", "name"] and tokens[0][1].split("_", 1)[0] in {"sum", "\u03a3"}:  # sum M, sum_b M_b
         tokens = [("name", f"{tokens[0][1]} {tokens[1][1]}")]
     names: list[str] = []
     pieces: list[str] = []

@@ -69,11 +69,14 @@ def shape_lines(source: Source) -> list[ShapeLine]:
         if id(stmt) in indexes:
             continue  # `rows = np.arange(n)[:, None]` read only as `D[rows, idx]`: an index, as inline
         rule = _rule_for(value, submodules)
+        if isinstance(stmt, ast.AugAssign) and rule == BROADCAST_RULE:
+            continue  # `y += b[:, None]`: an in-place update keeps y's shape; the None only broadcasts b
         if rule and stmt.lineno not in found:
             found[stmt.lineno] = ShapeLine(stmt.lineno, rule)
     return [found[k] for k in sorted(found)]
 
 
+BROADCAST_RULE = "R2 reshaping (indexing with None)"
 SCALAR_CASTS = frozenset({"int", "float", "bool", "len", "round", "str", "item", "tolist"})
 
 
@@ -128,7 +131,7 @@ def _node_rule(node: ast.AST, submodules: set[str]) -> str | None:
     if isinstance(node, ast.Attribute) and node.attr in {"T", "mT"} and isinstance(node.ctx, ast.Load):
         return f"R2 reshaping (.{node.attr})"
     if isinstance(node, ast.Subscript) and _indexes_with_none(node.slice):
-        return "R2 reshaping (indexing with None)"
+        return BROADCAST_RULE
     if not isinstance(node, ast.Call):
         return None
     name = call_name(node)
