@@ -121,7 +121,7 @@ class GroupedQueryAttention(nn.Module):
 
         Args:
             x: ``(B, T_q, d)``.
-            mask: ``(T_q, T_k)``, ``(B, T_q, T_k)`` (the same for every head) or ``(B, 1|H, T_q, T_k)``, bool
+            mask: ``(T_q, T_k)``, ``(B, T_q, T_k)`` (the same for every head) or ``(B, 1|H, 1|T_q, T_k)``, bool
                 allow-mask or float bias; ``T_k`` counts cached + new keys. Key padding goes through
                 ``key_padding_to_attention`` first. A query with no allowed key gets a zero attention output
                 (so ``out_proj`` sees zeros for it).
@@ -172,7 +172,7 @@ class GroupedQueryAttention(nn.Module):
         if mask.dtype != torch.bool and not mask.is_floating_point():
             raise ValueError(f"mask must be bool (allow-mask) or floating (bias), got {mask.dtype}")
         if mask.dim() not in (2, 3, 4):
-            raise ValueError(f"mask must be (T_q, T_k), (B, T_q, T_k) or (B, 1|H, T_q, T_k), got {tuple(mask.shape)}")
+            raise ValueError(f"mask must be (T_q, T_k), (B, T_q, T_k) or (B, 1|H, 1|T_q, T_k), got {tuple(mask.shape)}")
         shape = mask.shape if mask.dim() != 3 else (mask.shape[0], 1, *mask.shape[1:])
         target = (B, self.n_heads, T_q, past + T_q)[-len(shape):]
         if any(m not in (1, t) for m, t in zip(shape, target)):

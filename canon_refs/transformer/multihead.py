@@ -131,7 +131,7 @@ class MultiHeadAttention(nn.Module):
         Args:
             x: ``(B, T_q, d)`` queries (and keys/values for self-attention).
             context: ``(B, T_k, d_c)`` keys/values source for cross-attention, or None.
-            mask: ``(T_q, T_k)``, ``(B, T_q, T_k)`` (the same for every head) or ``(B, 1|H, T_q, T_k)``
+            mask: ``(T_q, T_k)``, ``(B, T_q, T_k)`` (the same for every head) or ``(B, 1|H, 1|T_q, T_k)``
                 (size-1 dims broadcast), bool allow-mask or float bias. ``T_k`` counts cached + new keys.
                 Key padding ``(B, T_k)`` must go through ``key_padding_to_attention`` (#27) first. A query
                 with no allowed key gets a zero attention output, so its result is ``out_proj.bias``.
@@ -197,7 +197,7 @@ class MultiHeadAttention(nn.Module):
         if mask.dtype != torch.bool and not mask.is_floating_point():
             raise ValueError(f"mask must be bool (allow-mask) or floating (bias), got {mask.dtype}")
         if mask.dim() not in (2, 3, 4):
-            raise ValueError(f"mask must be (T_q, T_k), (B, T_q, T_k) or (B, 1|H, T_q, T_k), got {tuple(mask.shape)}")
+            raise ValueError(f"mask must be (T_q, T_k), (B, T_q, T_k) or (B, 1|H, 1|T_q, T_k), got {tuple(mask.shape)}")
         shape = mask.shape if mask.dim() != 3 else (mask.shape[0], 1, *mask.shape[1:])
         target = (B, self.n_heads, T_q, T_k)[-len(shape):]
         if any(m not in (1, t) for m, t in zip(shape, target)):
