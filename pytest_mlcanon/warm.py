@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_mlcanon import catalog, codecache, split
+from pytest_mlcanon import catalog, codecache
 from pytest_mlcanon.evidence import EvidenceError, Status
 
 GRACE_S = 1.0
@@ -200,7 +200,10 @@ class _SeenConfig:
 def warm_up(items: Sequence[catalog.Item], root: Path) -> Warmed:
     """Import the heavy modules, run the items' reference tests once against the references (quietly,
     untimed, nothing recorded), forget the canon's test modules and freeze the heap."""
+    # split imports pytest: not at this module's top, which a notebook kernel imports
     import pytest
+
+    from pytest_mlcanon import split
 
     import_heavy()
     codecache.remember_rewrites()
@@ -402,6 +405,8 @@ def _child(argv: list[str], root: Path, output: Path | None, gate: tuple[int, in
     code = EXIT_HARNESS
     try:
         os.setpgid(0, 0)
+        from pytest_mlcanon import split
+
         plugins: list[object] = [split.Split()]
         if gate is not None:
             os.close(gate[1])  # the parent's end: only the parent may hold it, or end of file never comes
