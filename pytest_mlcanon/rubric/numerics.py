@@ -238,8 +238,8 @@ def _taint_reaches(fn: ast.AST, tainted: set[str], after: int) -> bool:
             return True
         if isinstance(stmt, ast.Return) and stmt.value is not None and _tainted_uses(stmt.value, tainted, whole=True):
             return True
-        value = stmt.value if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) else None
-        if value is not None and _tainted_uses(value, tainted, whole=True):
+        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and stmt.value is not None \
+                and _tainted_uses(stmt.value, tainted, whole=True):
             # a name bound to one element of the filled value (best = float(gain[k])) holds no mask
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             tainted = tainted | {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
