@@ -11,7 +11,8 @@ attempt and the miss log are those of ``mlcanon check``.
 A check need not pay for the fork and pytest's start-up either: :func:`standby` forks the next check's
 child ahead of time, while the learner types. It builds pytest's configuration (the arguments, the ini
 files, the plugins, the initial conftests) and waits before configuring the plugins, the first step that
-reads the learner's practice files; :func:`check` then only tells it to go.
+reads the learner's practice files; :func:`check` then only tells it to go. On a machine with a second
+core the child runs its tests in two processes (:mod:`.split`), balanced by the warm-up's timings.
 
 Only the child runs learner code. It leads its own process group, reads no terminal input, and is
 watched: a learner file that crashes the interpreter, calls ``os._exit`` or hangs ends the child
