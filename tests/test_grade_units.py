@@ -214,6 +214,9 @@ def test_the_zygote_reads_the_raises_blocks_of_the_tests_before_any_job(monkeypa
      "        return True", "INT002"),
     ("class Agree:\n    __array_ufunc__ = None", "INT002"),
     ("class Yes(float):\n    def __eq__(self, other):\n        return True", "INT002"),
+    ("class Agree:\n    def __eq__(self, other):\n        return True\n    __hash__ = None", "INT002"),
+    ("class Agree:\n    __eq__ = lambda self, other: True", "INT002"),
+    ("class Agree(list):\n    def __bool__(self):\n        return True", "INT002"),
     ("import torch\nx = torch.zeros(2).as_subclass(type)", "INT002"),
     ("Agree = type('Agree', (float,), {})", "INT009"),
 ])
@@ -223,6 +226,15 @@ def test_scan_rules(tmp_path: Path, snippet: str, code: str) -> None:
     path.write_text(snippet + "\n", encoding="utf-8")
     codes = {f.code for f in scan.scan(BOXES, tmp_path, tmp_path)}
     assert code in codes, codes
+
+
+def test_scan_leaves_a_field_wise_equality_alone(tmp_path: Path) -> None:
+    path = tmp_path / "detection" / "boxes.py"
+    path.parent.mkdir()
+    path.write_text("class Box:\n    def __init__(self, x):\n        self.x = x\n\n"
+                    "    def __eq__(self, other):\n        if not isinstance(other, Box):\n"
+                    "            return NotImplemented\n        return self.x == other.x\n", encoding="utf-8")
+    assert scan.scan(BOXES, tmp_path, tmp_path) == []
 
 
 def test_scan_leaves_ordinary_gc_use_alone(tmp_path: Path) -> None:

@@ -233,6 +233,9 @@ class _Scanner:
         elif bases & BUILTIN_VALUES and members & COMPARISON_DUNDERS:
             self.add("INT002", node, f"defines `{node.name}`, a `{sorted(bases & BUILTIN_VALUES)[0]}` with its own "
                                      f"`{sorted(members & COMPARISON_DUNDERS)[0]}`")
+        elif constant := next((name for stmt in node.body for name in _constant_answers(stmt)), None):
+            self.add("INT002", node, f"defines `{node.name}`, whose `{constant}` gives the same answer whatever "
+                                     "it is compared with")
 
     def call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Attribute) and node.func.attr in SUBCLASS_METHODS:
@@ -329,6 +332,24 @@ def _defined_names(stmt: ast.stmt) -> Iterator[str]:
     elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
         for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
             yield from (t.id for t in _flatten(target) if isinstance(t, ast.Name))
+
+
+#: What a test's check asks of a value: equality, order and truth.
+ANSWERS = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__"})
+
+
+def _constant_answers(stmt: ast.stmt) -> Iterator[str]:
+    """The comparison or truth dunders a class body statement defines to return a constant whatever
+    the other value is (``def __eq__(self, other): return True``, ``__eq__ = lambda s, o: True``): a
+    value that passes every ``==`` a test asks of it. A field-wise ``__eq__`` is an ordinary value."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name in ANSWERS:
+        returns = [n for n in ast.walk(stmt) if isinstance(n, ast.Return)]
+        if returns and all(isinstance(r.value, ast.Constant) for r in returns):
+            yield stmt.name
+    elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Lambda) \
+            and isinstance(stmt.value.body, ast.Constant):
+        yield from (name for target in stmt.targets for t in _flatten(target)
+                    if isinstance(t, ast.Name) and (name := t.id) in ANSWERS)
 
 
 def _flatten(target: ast.expr) -> Iterator[ast.expr]:
