@@ -260,8 +260,8 @@ def _is_unimplemented_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool
 
 def unimplemented(path: Path) -> bool:
     """True when ``path`` defines functions and every one of them only raises NotImplementedError."""
-    try:
-        tree = ast.parse(source.read_text(path))
+    try:  # the parse the shape instrumenter and the rubric read next (``source.load`` keeps it)
+        tree = source.load(path).tree
     except (OSError, SyntaxError, ValueError):
         return False
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
