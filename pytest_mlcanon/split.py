@@ -118,7 +118,10 @@ class Split:
             return None  # pytest's own loop
         here, there = partition([item.nodeid for item in items], _durations)
         mine, theirs = [items[i] for i in here], [items[i] for i in there]
-        helper = _Helper.fork(session, theirs)
+        try:
+            helper = _Helper.fork(session, theirs)
+        except OSError:  # no process to spare (a limit on processes or memory): one process, as ever
+            return None
         try:
             for index, item in enumerate(mine):
                 _protocol(item, mine[index + 1] if index + 1 < len(mine) else None)
@@ -150,18 +153,25 @@ class _Helper:
     finished: set[str] = field(default_factory=set)  # node ids whose teardown report arrived
     started: set[str] = field(default_factory=set)
 
+    expected: frozenset[str] = frozenset()  # the node ids the helper runs: a report of another is unreadable
+
     @classmethod
     def fork(cls, session: pytest.Session, items: list[pytest.Item]) -> _Helper:
         read, write = os.pipe()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read)
+            os.close(write)
+            raise
         if pid == 0:
             os.close(read)
             _helper_main(session, items, write)
         os.close(write)
-        return cls(session, pid, read)
+        return cls(session, pid, read, expected=frozenset(item.nodeid for item in items))
 
     def relay(self, block: bool) -> None:
         """Log the reports that arrived (until the helper closes the pipe, when ``block``)."""
@@ -188,7 +198,8 @@ class _Helper:
             kind, body = frame["kind"], frame["body"]
             if kind == "report":
                 report = config.hook.pytest_report_from_serializable(config=config, data=body)
-                if not isinstance(report, pytest.TestReport) or report.nodeid in self.finished:
+                if (not isinstance(report, pytest.TestReport) or report.nodeid not in self.expected
+                        or report.nodeid in self.finished):
                     return False
             elif kind == "warning":
                 _warned(config, body)

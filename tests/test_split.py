@@ -61,11 +61,16 @@ def garbles(self, kind, body):
         self.pipe.write(b'{"kind": "report", "body": {"nodeid"\\n')
     send(self, kind, body)
 
+def cannot_fork(cls, session, items):
+    raise OSError(11, 'Resource temporarily unavailable')
+
+fork = split._Helper.fork
 runs = {}
-for MODE in ('serial', 'split', 'stops', 'garbles'):
+for MODE in ('serial', 'split', 'stops', 'garbles', 'cannot_fork'):
     split.MIN_TESTS = 10**9 if MODE == 'serial' else 1
     split._helper_main = stops_early if MODE == 'stops' else marked
     split._Sender.send = garbles if MODE == 'garbles' else send
+    split._Helper.fork = classmethod(cannot_fork) if MODE == 'cannot_fork' else fork
     run = warm.check(argv, root, report, 120, output=root / f'{MODE}.txt', extra=warmed.lean_args())
     runs[MODE] = {'ending': run.ending.name, 'report': json.loads((root / report).read_text()),
                   'helper': (root / f'helper-{MODE}').read_text() if (root / f'helper-{MODE}').exists() else None}
@@ -85,8 +90,9 @@ def _without_times(value: Any) -> Any:
 def test_a_split_check_reports_exactly_what_one_process_reports(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The flawed learner's DPO (failures, shape traces, numerics probes) checked in one process, split in
-    two, split with a helper that stops after two tests, and with a helper that writes a broken frame:
-    four identical reports (times aside); the tests the helper did not report ran in the check's process."""
+    two, split with a helper that stops after two tests, with a helper that writes a broken frame, and
+    where no helper can be forked: five identical reports (times aside); the tests the helper did not
+    report ran in the check's process."""
     monkeypatch.chdir(tmp_path)
     assert cli.main(["drill", "posttrain/dpo"]) == 0
     shutil.copyfile(FLAWED_DPO, tmp_path / "practice" / "posttrain" / "dpo.py")
@@ -96,6 +102,9 @@ def test_a_split_check_reports_exactly_what_one_process_reports(tmp_path: Path,
     serial = runs.pop("serial")
     assert serial["helper"] is None and serial["ending"] == "FINISHED"
     assert serial["report"]["items"][0]["verdict"].startswith("no: correctness failed (10 of 52 tests)")
+    no_fork = runs.pop("cannot_fork")  # no helper: the check runs in its own process, as ever
+    assert no_fork["helper"] is None and no_fork["ending"] == "FINISHED"
+    assert _without_times(no_fork["report"]) == _without_times(serial["report"])
     for mode, run in runs.items():
         assert run["helper"] is not None and int(run["helper"]) >= 2, mode  # the helper ran tests
         assert run["ending"] == "FINISHED", mode
