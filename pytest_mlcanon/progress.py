@@ -350,11 +350,15 @@ def record_check(entry: dict[str, Any], running: Clock, check: Check, now: float
         attempts.append(record)
     record["checks"] = int(record.get("checks", 0)) + 1
     record["hints"] = max(int(record.get("hints", 0) or 0), running.hints)
-    if not record.get("passed"):
+    passed_before = bool(record.get("passed"))
+    if not passed_before:
         record.update(end=iso(now), elapsed_min=round(check.elapsed_min, 2), allowed_min=check.allowed_min,
                       over_time=check.over_time, passed=check.passed)
-    record.update(score=check.score, axes_failed=list(check.axes_failed))
-    record["misses"] = list(dict.fromkeys([*record.get("misses", []), *check.misses]))
+    if check.passed or not passed_before:
+        # a passed attempt is rescored by later passing checks only: a failing one (a variant tried after
+        # the pass) is not the run the record stands for
+        record.update(score=check.score, axes_failed=list(check.axes_failed))
+        record["misses"] = list(dict.fromkeys([*record.get("misses", []), *check.misses]))
     return record
 
 

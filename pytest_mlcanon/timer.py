@@ -121,6 +121,10 @@ class TimedRun:
         )
         already_passed = any(a.get("attempt") == running.attempt and a.get("passed") for a in entry["attempts"])
         record = progress.record_check(entry, running, check, self.now)
+        if already_passed and not passed:
+            return (f"#{score.number} {score.slug} attempt {record['attempt']}: passed earlier in "
+                    f"{record['elapsed_min']:.1f} min; this check fails, so it is not recorded (the attempt keeps "
+                    f"{record['score']}/5)")
         if misses:
             misslog.upsert(current, score.number, score.slug, running.attempt, score.score, list(record["misses"]),
                            self.now)

@@ -359,6 +359,11 @@ def test_an_attempt_runs_from_drill_to_its_first_pass() -> None:
     assert record["elapsed_min"] == 9.0  # time to green, not time to polish
     assert record["misses"] == ["eps outside sqrt", "no trade-off stated"]
     assert progress.passes_before(entry, 2) == 1
+    # a failing check after the pass (a variant tried, then put back) is not the run the record stands for
+    variant = progress.Check(False, 2, ("correctness",), 25.0, 30.0, 15, False, ("gradient wrong",))
+    record = progress.record_check(entry, clock, variant, now=2500.0)
+    assert record["passed"] is True and record["score"] == 5 and record["axes_failed"] == []
+    assert record["misses"] == ["eps outside sqrt", "no trade-off stated"] and record["checks"] == 4
     assert progress.start_clock(entry, now=3000.0).attempt == 2
 
 
