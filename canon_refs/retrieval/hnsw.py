@@ -43,6 +43,11 @@ import numpy as np
 class HNSWIndex:
     """Hierarchical navigable small-world graph over squared L2 distances.
 
+    Neighbours are chosen with the paper's heuristic (Algorithm 4), on insertion and when an
+    overflowing list is pruned: walk the candidates nearest first and keep one only if it is closer to
+    the node than to every neighbour kept so far. The simple "M nearest" rule (Algorithm 3) can leave
+    nodes of clustered or far-from-origin data with no incoming link, which the recall tests catch.
+
     Attributes:
         d: vector width.
         M: links per node on the upper layers (``2M`` on layer 0).
