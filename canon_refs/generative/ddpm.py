@@ -238,6 +238,9 @@ class DDPM:
     def p_sample(self, model: nn.Module, x_t: Tensor, t: int, generator: torch.Generator | None = None) -> Tensor:
         """One reverse step ``x_t -> x_{t-1}``: the posterior mean at ``x0_hat`` plus ``sigma_t z`` (none at t = 0).
 
+        ``sigma_t^2`` is ``posterior_variance[t]`` (beta-tilde, the true posterior's variance), not ``beta_t``
+        (Ho et al. 3.2 call both choices; the tests check the sample's variance against beta-tilde).
+
         Args:
             model: the noise predictor. x_t: ``(B, ...)`` current sample. t: the current step, an int in ``[0, T)``.
             generator: source of ``z``; global RNG if None.

@@ -158,9 +158,9 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
                                            rank="3-D or larger", seen=""))
             if isinstance(node, ast.Call) and call_name(node) == "view" and isinstance(node.func, ast.Attribute):
                 receiver = node.func.value
-                if _transposed(receiver) or (
+                if (_transposed(receiver) or (
                     isinstance(receiver, ast.Name) and _name_from_transpose(fn, receiver.id, node.lineno)
-                ):
+                )) and not _adds_dims(node, ranks, receiver):
                     out.append(finding("API002", where, node.lineno))
             if _element_loop(node, sizes, lists):
                 assert isinstance(node, ast.For)
@@ -200,6 +200,18 @@ def _full_names(node: ast.AST, source: Source) -> list[str]:
         full = resolve(node, source.aliases)
         return [full] if full else []
     return []
+
+
+def _adds_dims(view: ast.Call, ranks: dict[str, list[tuple[int, int | None]]], receiver: ast.expr) -> bool:
+    """``q.view(B, H_kv, R, T, d)`` on ``q  # (B, H, T, d)``: more dims than the receiver's commented rank,
+    so it splits dims (always a view, whatever the strides) rather than merging transposed ones."""
+    if not isinstance(receiver, ast.Name):
+        return False
+    rank = _rank_before(ranks, receiver.id, view.lineno)
+    sizes = view.args[0].elts if len(view.args) == 1 and isinstance(view.args[0], (ast.Tuple, ast.List)) else view.args
+    if rank is None or view.keywords or any(isinstance(a, ast.Starred) for a in sizes):
+        return False
+    return len(sizes) > rank
 
 
 def _name_from_transpose(fn: ast.AST, name: str, line: int) -> bool:
