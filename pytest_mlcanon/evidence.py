@@ -258,6 +258,8 @@ class Outcome:
     nonfinite: NonFinite | None = None
     origin: ValueOrigin | None = None  # a failed value check: the learner's line that made the value
     recheck: bool = False  # not a test: the parent's re-check of a probe's call (evidence, never counted as a test)
+    raised: str = ""  # the class of the exception that failed the test, when it was not the test's own assertion
+    raised_at: str = ""  # where that exception was raised: one of RAISED_AT
 
     @property
     def failed(self) -> bool:
@@ -278,7 +280,8 @@ class Outcome:
                 "duration": round(max(self.duration, 0.0), 6),
                 "where": self.where.to_json() if self.where else None,
                 "nonfinite": self.nonfinite.to_json() if self.nonfinite else None,
-                "origin": self.origin.to_json() if self.origin else None}
+                "origin": self.origin.to_json() if self.origin else None,
+                "raised": clip(self.raised, MAX_NAME), "raised_at": self.raised_at}
 
     @classmethod
     def from_json(cls, data: object) -> Outcome:
@@ -291,7 +294,19 @@ class Outcome:
                    f.text("message", default=""), f.number("duration"),
                    Location.from_json(where) if where is not None else None,
                    NonFinite.from_json(nonfinite) if nonfinite is not None else None,
-                   ValueOrigin.from_json(origin) if origin is not None else None)
+                   ValueOrigin.from_json(origin) if origin is not None else None,
+                   raised=f.text("raised", MAX_NAME, default=""), raised_at=_raised_at(f.text("raised_at", 10, default="")))
+
+
+#: Where the exception that failed a test was raised: a line of the learner's files, the test's own code,
+#: or a library (torch, numpy) the learner's code or the test called.
+RAISED_AT = ("learner", "test", "library")
+
+
+def _raised_at(value: str) -> str:
+    if value and value not in RAISED_AT:
+        raise EvidenceError(f"a test outcome: raised_at {value!r} is not one of {', '.join(RAISED_AT)}")
+    return value
 
 
 def worse(previous: Outcome | None, outcome: Outcome) -> bool:

@@ -133,13 +133,19 @@ TEST_MISSES: tuple[tuple[str, str], ...] = (
     ("accuracy", "training does not converge"),
 )
 
-def miss_for_test(nodeid: str, message: str = "") -> str:
-    """The miss a failing reference test stands for, with the test as evidence."""
+def miss_for_test(nodeid: str, raised: str = "", raised_at: str = "") -> str:
+    """The miss a failing reference test stands for, with the test as evidence: what the learner's code
+    raised, when a raise failed it (the stub's NotImplementedError, a name the test looked up and did
+    not find), else what the test checks."""
     name = nodeid.split("::")[-1].split("[")[0]
-    if "NotImplementedError" in message:
+    if raised == "NotImplementedError" and raised_at == "learner":
         return f"left a function unimplemented ({name})"
-    if "has no attribute" in message or "cannot import name" in message:
+    if raised in ("AttributeError", "ImportError") and raised_at == "test":
         return f"missing public name ({name})"
+    if raised and raised_at == "learner":
+        return f"raised {raised} on the test's input ({name})"
+    if raised and raised_at == "library":
+        return f"a library call raised {raised} ({name})"
     lowered = f"_{name.lower()}_"  # padded, so "_ties_" matches a whole word
     for fragment, miss in TEST_MISSES:
         if fragment in lowered:
@@ -160,7 +166,7 @@ def misses_for(score: ItemScore, outcomes: Iterable[Outcome], over_time: bool, e
         add(f"{'file does not import' if importing else 'could not run'} ({_short(score.error)})")
     for outcome in outcomes:
         if outcome.failed:
-            add(miss_for_test(outcome.nodeid, outcome.message))
+            add(miss_for_test(outcome.nodeid, outcome.raised, outcome.raised_at))
     for finding in score.findings:
         miss = rules.miss(finding.code)  # the registry's phrase; None: the failing tests or the timer say it
         if miss is not None:

@@ -21,6 +21,7 @@ from pytest_mlcanon.run.testreports import (
     failure_location,
     in_learner_terms,
     phase_outcome,
+    raised_by,
     short_message,
     skip_in_package_terms,
     value_origin,
@@ -29,6 +30,7 @@ from pytest_mlcanon.run.testreports import (
 SHAPES_PROPERTY = "canon_shapes"
 ORIGIN_PROPERTY = "canon_value_origin"
 NONFINITE_PROPERTY = "canon_first_nonfinite"
+RAISED_PROPERTY = "canon_raised"  # [exception class, where it was raised: evidence.RAISED_AT]
 CONTRACT_PROPERTY = "canon_contract_advice"
 CONTRACT_MARKER = "contract"
 
@@ -101,6 +103,10 @@ class Record:
         outcome = yield
         report: pytest.TestReport = outcome.get_result()
         state = self.run.pending_state(item)
+        if state is not None and report.failed and call.excinfo is not None:
+            raised = raised_by(call.excinfo, state.by_path)
+            if raised is not None:
+                report.user_properties.append((RAISED_PROPERTY, list(raised)))
         if state is not None and report.failed:
             origin = dict(report.user_properties).get(ORIGIN_PROPERTY)
             in_learner_terms(report, self.served, ValueOrigin.from_json(origin) if origin else None)
@@ -141,6 +147,16 @@ class Record:
             where=failure_location(report, state.by_path, config.invocation_params.dir, config.rootpath),
             nonfinite=NonFinite.from_json(first) if first is not None else previous.nonfinite if previous else None,
             origin=ValueOrigin.from_json(origin) if (origin := properties.get(ORIGIN_PROPERTY)) is not None else None,
+            **_raised(properties.get(RAISED_PROPERTY), previous),
         )
         if worse(previous, folded):
             state.outcomes[report.nodeid] = folded
+
+
+def _raised(value: Any, previous: Outcome | None) -> dict[str, Any]:
+    """The ``raised`` fields of a folded outcome: this phase's exception, else an earlier phase's."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, str) for v in value):
+        return {"raised": value[0], "raised_at": value[1]}
+    if previous is not None:
+        return {"raised": previous.raised, "raised_at": previous.raised_at}
+    return {}

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_mlcanon.evidence import Location, ValueOrigin
 from pytest_mlcanon.feedback import learner_names, summarize_call
-from pytest_mlcanon.layout import in_package, shown
+from pytest_mlcanon.layout import in_package, shown, tests_dir
 from pytest_mlcanon.rubric.shape_instrument import Recorder
 from pytest_mlcanon.testing import ValueMismatch
 from pytest_mlcanon.watchdog import CanonTimeout
@@ -80,6 +80,24 @@ def _resolve_quietly(path: str, root: Path) -> str:
         return str((root / path).resolve())
     except OSError:
         return path
+
+
+def raised_by(excinfo: Any, learner_files: Mapping[str, str]) -> tuple[str, str] | None:
+    """For a test that failed on an exception other than its own check (an ``AssertionError``, pytest's
+    ``fail``/``skip``, a watchdog stop): the exception's class name and where its innermost frame is
+    (``evidence.RAISED_AT``): a line of the learner's files, the canon's test file, or a library."""
+    error = getattr(excinfo, "value", None)
+    if not isinstance(error, Exception) or isinstance(error, (AssertionError, pytest.fail.Exception,
+                                                              pytest.skip.Exception)):
+        return None
+    try:
+        innermost = _resolve_quietly(str(excinfo.traceback[-1].path), Path.cwd())
+    except (IndexError, AttributeError, TypeError):
+        return type(error).__name__, "library"
+    if innermost in learner_files:
+        return type(error).__name__, "learner"
+    in_tests = (in_package(innermost) or "").startswith(f"{tests_dir().name}/")  # a test, or its helpers
+    return type(error).__name__, "test" if in_tests else "library"
 
 
 # -- feedback in the learner's terms (17.5) ----------------------------------------------------------------
