@@ -125,6 +125,21 @@ def masks(scores, allow, var, v_hat, m_hat, eps=1e-5):
     assert numerics == [("NUM001", 8), ("NUM002", 19), ("NUM005", 20), ("NUM003", 21), ("NUM004", 23)]
 
 
+def test_num005_spares_a_fill_into_a_float32_upcast(tmp_path: Path) -> None:
+    findings = _lint(tmp_path, DOC + '''
+import torch
+
+def attend(scores, allow):
+    """(N, K)"""
+    s = scores.to(torch.float32)  # (N, K)
+    a = s.masked_fill(~allow, -1e9)
+    b = scores.float().masked_fill(~allow, -1e9)
+    c = scores.masked_fill(~allow, -1e9)
+    return a, b, c
+''')
+    assert [(f.code, f.line) for f in findings if f.code == "NUM005"] == [("NUM005", 11)]
+
+
 def test_api_rules_and_forbidden_shortcut(tmp_path: Path) -> None:
     findings = _lint(tmp_path, DOC + '''
 import numpy as np

@@ -276,6 +276,32 @@ def _tainted_uses(node: ast.AST, tainted: set[str], whole: bool = False) -> bool
     return False
 
 
+#: Calls that make a float32 or float64 copy: a mask constant filled into one is within its range.
+UPCASTS = frozenset({"float", "double"})
+WIDE_DTYPES = frozenset({"float32", "float64", "double", "float"})
+
+
+def _upcast_receiver(fill: ast.Call, assigned: dict[str, ast.expr]) -> bool:
+    """``scores.float().masked_fill(~allow, -1e9)``, or ``masked_fill`` on a name assigned such an
+    upcast (``s = scores.to(torch.float32)``): -1e9 is finite in float32, whatever dtype came in (the C5
+    upcast of half-precision scores; stop 28's note)."""
+    receiver = fill.func.value if isinstance(fill.func, ast.Attribute) and call_name(fill) != "where" else None
+    if receiver is None:
+        return False
+    return any(_is_upcast(node) for source in _with_sources(receiver, assigned) for node in ast.walk(source))
+
+
+def _is_upcast(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    if node.func.attr in UPCASTS and not node.args:
+        return True
+    if node.func.attr in {"to", "type"}:
+        dtypes = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]
+        return any(isinstance(d, ast.Attribute) and d.attr in WIDE_DTYPES for d in dtypes)
+    return False
+
+
 def _element(node: ast.AST) -> bool:
     """``x[k]``, ``x[i, j]``: entries picked by index, not a slice (``x[:, :t]``) of the whole value."""
     return isinstance(node, ast.Subscript) and not any(
@@ -302,7 +328,7 @@ def static_findings(source: Source) -> list[Finding]:
             if any(_is_neg_inf(v) and not _log_of_zero(node, v) for v in values):
                 if not _top_k_fill(node, assigned) and _reaches_normaliser(node, owner.get(id(node))):
                     out.append(finding("NUM002", where, node.lineno, what="mask filled with"))
-            elif any(_huge_constant(v) for v in values):
+            elif any(_huge_constant(v) for v in values) and not _upcast_receiver(node, assigned):
                 out.append(finding("NUM005", where, node.lineno))
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
             if (_is_neg_inf(node.value) and not _top_k_fill(node, assigned)

@@ -144,7 +144,8 @@ RULES: tuple[Rule, ...] = (
          message="log of {subject}: underflows to log(0) = -inf for confident logits",
          hint="use log_softmax / logsigmoid (F.logsigmoid, -np.logaddexp(0, -x))",
          miss="log of softmax/sigmoid (use log_softmax/logsigmoid)"),
-    Rule("NUM005", "numerics", "a hard-coded mask constant beyond float16's range (65504)",
+    Rule("NUM005", "numerics", "a hard-coded mask constant beyond float16's range (65504), unless filled into a "
+         "float32/float64 upcast (x.float().masked_fill(...), or a name assigned x.to(torch.float32))",
          "-1e9 becomes -inf in half precision, and the -inf problems come back",
          "scores.masked_fill(~mask, -1e9)", "scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",
          message="hard-coded mask constant beyond float16's range (65504): it becomes -inf in half precision",
