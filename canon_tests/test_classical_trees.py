@@ -243,7 +243,9 @@ def test_adjacent_float_values_are_still_separated():
 def test_huge_feature_values_give_a_finite_threshold():
     X = np.array([[1.5e308], [1.6e308], [1.7e308], [1.75e308]])
     y = np.array([0, 0, 1, 1])
-    with np.errstate(over="raise", invalid="raise"):
+    # the stated result (a finite midpoint), not how it is reached: an overflowing (lo + hi) / 2 caught and
+    # redone as lo/2 + hi/2 is as right as halving first (blind round 32); a returned inf still fails
+    with np.errstate(over="ignore", invalid="ignore"):
         _, threshold, decrease = dt.best_split(X, y)
     assert np.isfinite(threshold) and 1.6e308 < threshold < 1.7e308
     assert_close(decrease, 0.5, what="best_split(huge X).decrease")
