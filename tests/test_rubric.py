@@ -10,7 +10,7 @@ import pytest
 
 from pytest_mlcanon import catalog, rubric
 from pytest_mlcanon.evidence import ItemEvidence, Location, NonFinite, ShapeTrace, Status, Transpose
-from pytest_mlcanon.rubric import shape_grammar, shape_instrument, shape_runtime
+from pytest_mlcanon.rubric import numerics, shape_grammar, shape_instrument, shape_runtime
 from pytest_mlcanon.rubric.model import AXES, AxisResult, Outcome, judge, verdict_for
 from pytest_mlcanon.rubric.shape_runtime import CommentStatus
 from pytest_mlcanon.rubric.source import load
@@ -262,6 +262,16 @@ def test_a_failed_probe_points_at_the_first_non_finite_line_in_the_learners_term
     [finding] = score.axes["numerics"].findings
     assert (finding.code, finding.path, finding.line) == ("NUM100", "transformer/attention.py", 3)
     assert "first non-finite value here (# (B, T, d)); NaN in output" in finding.message
+
+
+def test_a_failed_probe_does_not_blame_an_infinite_value_the_contract_asks_for() -> None:
+    # retrieval pads missing neighbours with inf (#45): that line is no probe's cause (blind rounds 31, 32)
+    probe = Outcome("t::test_far_from_origin", "failed", probe=True, message="wrong ids",
+                    where=Location("canon_tests/test_retrieval_ivf.py", 90),
+                    nonfinite=NonFinite("practice/retrieval/ivf.py", 49, "(m, k)"))
+    [finding] = numerics.evaluate([], [probe], Settings()).findings
+    assert (finding.path, finding.line) == ("canon_tests/test_retrieval_ivf.py", 90)
+    assert "first non-finite" not in finding.message
 
 
 def test_an_item_that_was_not_scored_keeps_its_status_as_its_verdict(tmp_path: Path) -> None:
