@@ -125,7 +125,7 @@ HARVEST = harvest()
 
 def test_the_harvest_finds_the_notations_the_issue_names() -> None:
     assert len(HARVEST) > 400
-    for notation in ("(d_l, d_{l+1})", "(n/world,)", "(B, 1|H, T_q, T_k)", "(..., out/world)"):
+    for notation in ("(d_l, d_{l+1})", "(n/world,)", "(B, 1|H, 1|T_q, T_k)", "(..., out/world)"):
         assert notation in HARVEST, notation
     assert not is_shape_notation("(Karpathy 2020)") and not is_shape_notation("(x2 - x1) * (y2 - y1)")
     assert not is_shape_notation("(-0.1, 0, 0.1)") and not is_shape_notation("(feature, threshold, impurity decrease)")
