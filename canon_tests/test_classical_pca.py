@@ -148,8 +148,9 @@ def test_large_offset_does_not_cancel():
 
 @pytest.mark.numerics_probe
 def test_tiny_variance_direction_is_resolved():
-    # centred, exactly orthogonal columns with variances 1, 1e-6 and 1e-18: the last one is below the
-    # rounding noise of a covariance matrix (about 1e-16 of its largest eigenvalue), not of the SVD
+    # centred, exactly orthogonal columns with variances 1, 1e-6 and 1e-18, axis-aligned: the SVD resolves
+    # the last one, and so does a covariance eigendecomposition here (the covariance comes out diagonal to
+    # rounding); the stub recommends the SVD without the tests requiring it (blind round 30)
     n = 200
     A = rng(11).normal(size=(n, 3))
     Q, _ = np.linalg.qr(A - A.mean(axis=0))
