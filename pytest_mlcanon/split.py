@@ -27,7 +27,7 @@ import select
 import signal
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,8 +107,6 @@ class Split:
 
     def __init__(self, cores: int | None = None) -> None:
         self.cores = _cores() if cores is None else cores
-        self.helper_ran: int = 0  # tests the helper reported (for the tests of this module)
-        self.rerun: int = 0  # tests the helper left unreported, run here afterwards
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
@@ -123,21 +121,21 @@ class Split:
         except OSError:  # no process to spare (a limit on processes or memory): one process, as ever
             return None
         try:
-            for index, item in enumerate(mine):
-                _protocol(item, mine[index + 1] if index + 1 < len(mine) else None)
-                helper.relay(block=False)
+            _run(mine, after_each=lambda: helper.relay(block=False))
             helper.relay(block=True)
         finally:
             helper.stop()
-        left = [item for item in theirs if item.nodeid not in helper.finished]
-        self.helper_ran, self.rerun = len(theirs) - len(left), len(left)
-        for index, item in enumerate(left):
-            _protocol(item, left[index + 1] if index + 1 < len(left) else None)
+        _run([item for item in theirs if item.nodeid not in helper.finished])
         return True
 
 
-def _protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+def _run(items: list[pytest.Item], after_each: Callable[[], None] | None = None) -> None:
+    """Run ``items`` in order as pytest's own loop does (each told the next, for fixture teardown)."""
+    for index, item in enumerate(items):
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=items[index + 1] if index + 1 < len(items)
+                                                 else None)
+        if after_each is not None:
+            after_each()
 
 
 # -- the helper ---------------------------------------------------------------------------------------------
@@ -152,7 +150,6 @@ class _Helper:
     buffer: bytes = b""
     finished: set[str] = field(default_factory=set)  # node ids whose teardown report arrived
     started: set[str] = field(default_factory=set)
-
     expected: frozenset[str] = frozenset()  # the node ids the helper runs: a report of another is unreadable
 
     @classmethod
@@ -273,8 +270,7 @@ def _helper_main(session: pytest.Session, items: list[pytest.Item], fd: int) -> 
         sender = _Sender(config, fd)
         config.pluginmanager.register(sender, "mlcanon-split-sender")
         sender.live = True
-        for index, item in enumerate(items):
-            _protocol(item, items[index + 1] if index + 1 < len(items) else None)
+        _run(items)
         lines = _coverage_lines(config)
         if lines is not None:
             sender.send("coverage", lines)

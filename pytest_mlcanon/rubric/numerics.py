@@ -344,7 +344,7 @@ def static_findings(source: Source) -> list[Finding]:
             inner: ast.AST | None = node.args[0] if node.args else getattr(node.func, "value", None)
             if inner is not None and _is_call_to(inner, {"softmax", "sigmoid", "expit"}):
                 out.append(finding("NUM004", where, node.lineno, subject=call_name(inner)))
-    asked = CONTRACT_FORMS.get("/".join(source.path.with_suffix("").parts[-2:]), frozenset())
+    asked = _contract_forms(source.path)
     return sorted((f for f in out if f.code not in asked), key=lambda f: (f.line, f.code))
 
 
@@ -407,7 +407,12 @@ def _infinite_by_contract(file: str) -> bool:
     """A module whose contract asks for infinite values (retrieval's ``inf`` padding, generation's
     ``-inf`` filters: ``CONTRACT_FORMS``): its first non-finite value is the asked-for one, not the
     probe's cause (blind rounds 31 and 32: wrong neighbours were blamed on the padding line)."""
-    return "NUM002" in CONTRACT_FORMS.get("/".join(Path(file).with_suffix("").parts[-2:]), frozenset())
+    return "NUM002" in _contract_forms(Path(file))
+
+
+def _contract_forms(path: Path) -> frozenset[str]:
+    """The codes whose forms the contract asks for in the module at ``path`` (``retrieval/ivf.py``)."""
+    return CONTRACT_FORMS.get("/".join(path.with_suffix("").parts[-2:]), frozenset())
 
 
 def _condition(test_name: str) -> str:
