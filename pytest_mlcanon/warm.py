@@ -17,7 +17,8 @@ core the child runs its tests in two processes (:mod:`.split`), balanced by the 
 Only the child runs learner code. It leads its own process group, reads no terminal input, and is
 watched: a learner file that crashes the interpreter, calls ``os._exit`` or hangs ends the child
 only. A hang is stopped at the timeout (SIGTERM to the group, then SIGKILL after a grace period), as
-is a check made stale by a newer save or stopped with Ctrl-C. A check whose pytest run did not
+is a check stopped with Ctrl-C; a check made stale by a newer save is killed at once (SIGKILL), so it
+prints nothing more. A check whose pytest run did not
 finish wrote no report and recorded nothing: a partial run is not an attempt.
 
 This is no sandbox: it runs the learner's own code on the learner's own machine, as ``mlcanon check``
@@ -456,7 +457,7 @@ def _wait(pid: int, timeout_s: float,
             if time.monotonic() > deadline:
                 return Ending.TIMED_OUT, None, _stop(pid)
             if cancelled is not None and cancelled():
-                return Ending.CANCELLED, None, _stop(pid)
+                return Ending.CANCELLED, None, _stop(pid, gently=False)
             if waiter is not None:
                 select.select([waiter], [], [], POLL_S)
             else:
@@ -492,17 +493,20 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-def _stop(pid: int) -> float:
-    """End the child's process group: SIGTERM, then SIGKILL after the grace period; reap the child and
-    return its CPU seconds."""
+def _stop(pid: int, gently: bool = True) -> float:
+    """End the child's process group: SIGTERM, then SIGKILL after the grace period (``gently``), else
+    SIGKILL at once; reap the child and return its CPU seconds. A check a newer save made stale is
+    killed at once: it records nothing either way, and SIGTERM would have it print pytest's interrupted
+    run (tracebacks through the plugin) above the next check's report."""
     with contextlib.suppress(ChildProcessError):
-        _kill_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + GRACE_S
-        while time.monotonic() < deadline:
-            ended = _reap(pid)
-            if ended is not None:
-                return ended[1]
-            time.sleep(POLL_S)
+        if gently:
+            _kill_group(pid, signal.SIGTERM)
+            deadline = time.monotonic() + GRACE_S
+            while time.monotonic() < deadline:
+                ended = _reap(pid)
+                if ended is not None:
+                    return ended[1]
+                time.sleep(POLL_S)
         _kill_group(pid)
         usage = os.wait4(pid, 0)[2]
         return usage.ru_utime + usage.ru_stime

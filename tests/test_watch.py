@@ -88,8 +88,11 @@ def test_every_save_is_checked_and_a_broken_file_ends_only_its_check(drilled: Pa
         assert hung.startswith(f"{VERDICT}timed out: still running after 4 s") and "Nothing recorded" in hung
         save(drilled, HANGS + "\n")  # hangs again; saved once more while it runs: that check is dropped
         watch.until("── ")
+        stale_from = len(watch.seen)
         save(drilled, GOOD_BOXES)
         watch.until("── saved again")
+        # the stale check was killed at once: no interrupted run's banner or traceback above the next report
+        assert not any("KeyboardInterrupt" in line or "Traceback" in line for line in watch.seen[stale_from:])
         assert watch.until(VERDICT).startswith(f"{VERDICT}strong 5/5 · ")
         assert cli.main(["reset", "detection/boxes"]) == 0  # in another terminal: the stub is back, no clock
         assert "not checked: #18 detection/boxes was reset since its last attempt" in watch.until("── ")
