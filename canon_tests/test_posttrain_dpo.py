@@ -414,16 +414,19 @@ def _toy_pairs(n_batches: int = 4, batch_size: int = 8, seed: int = 0) -> list[d
 
 
 def test_run_dpo_raises_margin_and_keeps_reference_frozen():
+    # Ten steps over four batches, so the epochs wrap. lr 2e-2: the last-3 mean margin exceeded the first-3
+    # one by 0.31 to 0.47 over 24 visiting orders (3 data seeds x 8 permutations of the batches), whatever
+    # permutation a learner draws from the seed; the final loss was at most 0.54.
     policy = ToyCausalLM(seed=0)
     reference = dpo.freeze_reference(policy)
     before = {k: v.clone() for k, v in reference.state_dict().items()}
-    history = dpo.run_dpo(policy, reference, _toy_pairs(), steps=20, lr=1e-2, beta=0.1, seed=0)
+    history = dpo.run_dpo(policy, reference, _toy_pairs(), steps=10, lr=2e-2, beta=0.1, seed=0)
     assert {"losses", "margins", "accuracies"} <= set(history), "history needs losses, margins and accuracies"
-    assert all(len(history[key]) == 20 for key in ("losses", "margins", "accuracies"))
+    assert all(len(history[key]) == 10 for key in ("losses", "margins", "accuracies"))
     assert all(math.isfinite(v) for v in history["losses"])
     margins = history["margins"]
     assert abs(margins[0]) < 1e-6  # policy == reference at step 0
-    assert sum(margins[-5:]) / 5 > sum(margins[:5]) / 5 + 0.2  # +0.35 to +0.44 on seeds 0-4
+    assert sum(margins[-3:]) / 3 > sum(margins[:3]) / 3 + 0.15
     assert history["losses"][-1] < math.log(2.0)
     for key, value in reference.state_dict().items():
         assert torch.equal(value, before[key]), f"reference parameter {key} moved"
@@ -582,17 +585,18 @@ def test_sequence_logprob_on_gpt_backpropagates():
 
 
 def test_run_dpo_on_gpt_raises_margin_and_keeps_reference_frozen():
-    # lr 1e-2, 12 steps: the last-5 mean margin exceeded the first-5 one by 0.33 to 0.40 on seeds 0-4
-    # (final loss 0.46 to 0.50). 20 steps gave 0.90 to 1.16 but took 40% of the item's whole run.
+    # One batch, so no visiting order is involved, and four steps at lr 1e-2: the margin rose by 0.27 to
+    # 0.37 and the loss fell from log 2 to at most 0.57 on 30 cases (data seeds 0-9 x GPT seeds 0-2).
+    # Twelve steps over four batches said the same at three times the cost: a third of the item's run.
     policy = _tiny_gpt(seed=0)
     reference = dpo.freeze_reference(policy)
     before = {k: v.clone() for k, v in reference.state_dict().items()}
-    history = dpo.run_dpo(policy, reference, _toy_pairs(seed=0), steps=12, lr=1e-2, beta=0.1, seed=0)
+    history = dpo.run_dpo(policy, reference, _toy_pairs(n_batches=1, seed=0), steps=4, lr=1e-2, beta=0.1, seed=0)
     margins = history["margins"]
     assert abs(margins[0]) < 1e-6  # policy == reference at step 0
     assert all(math.isfinite(v) for v in history["losses"])
-    assert sum(margins[-5:]) / 5 > sum(margins[:5]) / 5 + 0.2
-    assert history["losses"][-1] < math.log(2.0)
+    assert margins[-1] > margins[0] + 0.1
+    assert history["losses"][-1] < math.log(2.0) - 0.05
     for key, value in reference.state_dict().items():
         assert torch.equal(value, before[key]), f"reference parameter {key} moved"
     assert all(p.grad is None for p in reference.parameters())

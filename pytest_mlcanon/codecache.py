@@ -12,7 +12,11 @@ of the moment), so without these caches each child compiles them again.
 * :func:`remember_compiled`: modules imported from source, keyed by file and the source's bytes, so a
   changed file (a learner's save) is never served stale code, whatever its clock says;
 * :func:`precompile`: files compiled into that cache ahead of their import (never run), for modules
-  the parent must not import but its children will.
+  the parent must not import but its children will;
+* :func:`rewrite_ahead`: files rewritten into :func:`remember_rewrites`' cache ahead of their import
+  (never run), for modules a child imports through pytest's rewriting hook and the parent never did
+  that way (the references a check falls back on: the package that holds the plugin is marked for
+  rewriting, and with ``PYTHONDONTWRITEBYTECODE`` no rewritten ``.pyc`` is kept on disk).
 """
 
 from __future__ import annotations
@@ -75,5 +79,19 @@ def precompile(paths: Iterable[str]) -> None:
         try:
             data = Path(path).read_bytes()
             importlib.machinery.SourceFileLoader("precompiled", path).source_to_code(data, path)
+        except (OSError, SyntaxError, ValueError):
+            continue
+
+
+def rewrite_ahead(paths: Iterable[Path], config: Any) -> None:
+    """Rewrite the files at ``paths`` with pytest's assertion rewriter (``config``'s settings) into
+    :func:`remember_rewrites`' cache without running them; a file that cannot be read or parsed is left
+    for the child to report when it imports it."""
+    remember_rewrites()
+    from _pytest.assertion import rewrite
+
+    for path in paths:
+        try:
+            rewrite._rewrite_test(path, config)
         except (OSError, SyntaxError, ValueError):
             continue

@@ -88,3 +88,34 @@ def test_a_precompiled_file_is_compiled_without_running_and_its_import_reuses_th
     assert compiled == [str(path)]
     module = _load(path)
     assert module.value() == 3 and module.RAN == [1] and compiled == [str(path)]  # imported without compiling
+
+
+def test_a_file_rewritten_ahead_is_served_from_the_cache_without_rewriting_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rewrite, "_rewrite_test", rewrite._rewrite_test)  # undone after the test
+    rewritten: list[str] = []
+    original = rewrite.AssertionRewriter.run
+
+    def counting(self: rewrite.AssertionRewriter, mod: object) -> None:
+        rewritten.append(str(self.module_path))
+        original(self, mod)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rewrite.AssertionRewriter, "run", counting)
+    path = tmp_path / "reference.py"
+    path.write_text("RAN = []\nRAN.append(1)\ndef value(x):\n    assert x > 0\n    return x\n")
+    codecache.rewrite_ahead([path, tmp_path / "missing.py"], None)  # a missing file is skipped
+    assert rewritten == [str(path)]
+    source_hash, code = rewrite._rewrite_test(path, None)  # type: ignore[arg-type]  # as the rewriting hook asks
+    assert rewritten == [str(path)]  # served from the cache
+    namespace: dict[str, object] = {}
+    exec(code, namespace)  # noqa: S102 - the rewritten module runs only now
+    assert namespace["RAN"] == [1]
+    with pytest.raises(AssertionError, match="assert -1 > 0"):
+        namespace["value"](-1)  # type: ignore[operator]
+
+
+def test_a_warm_process_rewrites_ahead_the_references_a_check_falls_back_on() -> None:
+    from pytest_mlcanon import catalog, warm
+
+    names = {f"{p.parent.name}/{p.stem}" for p in warm.fallback_files([catalog.get("posttrain/dpo")])}
+    assert {"posttrain/dpo", "transformer/gpt", "transformer/blocks", "transformer/attention"} <= names
