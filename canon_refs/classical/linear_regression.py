@@ -109,7 +109,8 @@ class LinearRegression:
 
     Attributes after ``fit``: ``coef_`` float64 ``(d,)``, ``intercept_`` float (0.0 when
     ``fit_intercept=False``), ``loss_history_`` list of one objective value per GD iteration
-    (measured before that iteration's update; empty for ``"normal"``).
+    (measured before that iteration's update, so the first is the objective at the start: GD starts from
+    ``w = 0`` and ``b = 0``, or ``b = mean(y)`` when it runs on centred data; empty for ``"normal"``).
 
     Raises ValueError in ``__init__`` for ``l2 < 0``, ``lr <= 0``, ``n_iter < 1`` or an unknown
     ``method``; ``fit``/``predict`` raise ValueError on bad data, ``predict`` before ``fit`` raises

@@ -53,7 +53,7 @@ class TopKRouter(nn.Module):
 
     Attributes: ``gate = nn.Linear(d, E, bias=False)``, ``n_experts``, ``k``.
     ``router_probs`` is the full softmax (computed in float32 for float16/bfloat16 inputs); ``indices`` are the ``k`` most probable experts in descending order, ties to the lower
-    index; ``weights`` are their probabilities renormalised to sum to 1, in the input dtype.
+    index (``torch.topk`` does not promise that order for equal values; a stable descending sort does); ``weights`` are their probabilities renormalised to sum to 1, in the input dtype.
     Raises ValueError for ``n_experts < 1``, ``k`` outside ``[1, E]`` and an ``x`` that is not ``(N, d_model)``.
     Source: Shazeer et al. 2017 (top-k gating); Jiang et al. 2024 (Mixtral, renormalised top-2).
     """

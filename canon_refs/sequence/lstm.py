@@ -79,6 +79,10 @@ def lstm_step(
     Returns:
         ``(h, c, step_cache)``: ``h`` and ``c`` ``(B, H)`` float64, and the step's inputs and gate
         activations (an opaque dict, consumed by ``lstm_backward`` through ``lstm_forward``'s cache).
+        The sigmoid is stable: gate pre-activations of ``+-1e4`` give gates of exactly 1 and 0, and
+        finite outputs and gradients, with no NumPy floating-point warning (checked under
+        ``np.errstate(over="raise", invalid="raise", divide="raise")``; ``1 / (1 + np.exp(-z))``
+        overflows ``exp`` there).
 
     Raises:
         ValueError: ``params`` missing a key or mis-shaped; ``x_t`` not ``(B, D)``; ``h_prev`` or

@@ -85,7 +85,8 @@ class GPT(nn.Module):
     ``RotaryEmbedding`` shared by every block) or None; ``blocks`` (``ModuleList`` of
     ``DecoderBlock(cross_attention=False)``); ``norm_f``; ``lm_head (d -> V, no bias)``, whose weight *is*
     ``tok_emb.weight`` when ``config.tie_weights``. Parameters are float32, initialised ``N(0, 0.02)`` for
-    Linear/Embedding weights and zero for biases (GPT-2).
+    every Linear/Embedding weight, the residual output projections included, and zero for biases (GPT-2's
+    ``0.02``; its extra ``1/sqrt(2 * n_layers)`` scaling of the residual projections is not used here).
 
     Raises ValueError for an invalid config (non-positive sizes, ``d_model % n_heads``, unknown options).
     Source: Radford et al. 2019 (GPT-2); Karpathy's nanoGPT for the layout.
