@@ -32,6 +32,7 @@ import enum
 import gc
 import io
 import json
+import math
 import os
 import select
 import signal
@@ -177,8 +178,9 @@ class Warmed:
 
     @property
     def timeout_s(self) -> float:
-        """The default timeout of a check of these items."""
-        return max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * self.seconds)
+        """The default timeout of a check of these items, in whole seconds (the verdict of a check
+        stopped at it names it)."""
+        return float(max(MIN_TIMEOUT_S, math.ceil(TIMEOUT_FACTOR * self.seconds)))
 
     def lean_args(self, extra: Sequence[str] = ()) -> tuple[str, ...]:
         """pytest arguments a check may add to save time without changing what the learner sees:

@@ -236,3 +236,8 @@ def test_checks_keep_pytest_logging_only_when_the_learner_configures_it() -> Non
     for asked in (["--log-level=INFO"], ["-o", "log_cli=true"], ["--override-ini=log_cli=true"], ["-p", "logging"]):
         assert lean.lean_args(asked) == (), asked
     assert warm.Warmed(0, 1.0, "", log_options=True).lean_args() == ()  # the learner's ini sets log_cli
+
+
+def test_the_default_timeout_is_whole_seconds_ten_times_the_warm_up_at_least_ten() -> None:
+    assert warm.Warmed(0, 1.45638, "").timeout_s == 15.0  # "still running after 15 s", not 14.5638 s
+    assert warm.Warmed(0, 0.2, "").timeout_s == warm.MIN_TIMEOUT_S == 10.0

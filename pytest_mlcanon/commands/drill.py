@@ -62,7 +62,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if base:
         print(f"  uses    {', '.join(b.label for b in base)} (your files once written, the references until then)")
     for name, count in stubs.count_tests(item, tests_dir()):
-        print(f"  tests   canon_tests/{name}: {count} test function(s) of this item")
+        print(f"  tests   canon_tests/{name}: {count} test function(s) of this item (a parametrised one runs "
+              "several cases, so a check counts more tests)")
     if started.first:
         print(f"  target  {started.allowed_min:.0f} min for this first attempt ({item.minutes} min from memory once it "
               "has passed)")
