@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from pytest_mlcanon import catalog, rubric
 from pytest_mlcanon.evidence import ItemEvidence, Location, NonFinite, ShapeTrace, Status, Transpose
-from pytest_mlcanon.rubric import numerics, shape_grammar, shape_instrument, shape_runtime
+from pytest_mlcanon.rubric import numerics, shape_grammar, shape_instrument, shape_runtime, shapes
 from pytest_mlcanon.rubric.model import AXES, AxisResult, Outcome, judge, verdict_for
 from pytest_mlcanon.rubric.shape_runtime import CommentStatus
 from pytest_mlcanon.rubric.source import load
@@ -59,8 +60,39 @@ def test_grammar_accepts_the_notation_of_the_stubs(comment: str, text: str, note
     assert (str(parsed), parsed.free_text) == (text, note)
 
 
+@pytest.mark.parametrize("comment, text, note", [
+    ("shape: (..., d_ff)", "(..., d_ff)", ""), ("-> (..., d_ff)", "(..., d_ff)", ""), ("-> (B, T, D)", "(B, T, D)", ""),
+    ("->(B, T)", "(B, T)", ""), ("Shapes: (B,), ()", "(B,), ()", ""), ("\u2192 (B, T); the logits", "(B, T)", "the logits"),
+    ("[..., d_ff]", "(..., d_ff)", ""), ("[B, T, D]", "(B, T, D)", ""), ("[B, T]; the mask", "(B, T)", "the mask"),
+    ("[n]", "(n,)", ""), ("[N,]", "(N,)", ""), ("[]", "()", ""), ("[len(ids), d]", "(len(ids), d)", ""),
+    ("[B, T] or [T]", "(B, T) | (T,)", ""), ("-> [B, T, d] each", "(B, T, d) each", ""),
+    ("(logits [B, T, V], loss [])", "(logits (B, T, V), loss ())", ""), ("list[n]", "list[n]", ""),
+    ("(..., 1, ...)", "(..., 1, ...)", ""), ("[..., 1, ...]; max kept", "(..., 1, ...)", "max kept"),
+    ("(loss (), margin (B,))", "(loss (), margin (B,))", ""),
+])
+def test_grammar_reads_a_lead_in_brackets_and_a_kept_axis(comment: str, text: str, note: str) -> None:
+    """Blind round 31: `# -> (B, T, D)`, `# shape: (..., d_ff)`, `# [B, T, D]` and `# (..., 1, ...)` for a
+    keepdims reduction along a variable axis are shapes; `list[n]` keeps its meaning."""
+    assert shape_grammar.looks_like_shape(comment)
+    parsed = shape_grammar.parse(comment)
+    assert (str(parsed), parsed.free_text) == (text, note)
+    kinds = [shape.kind for alts in parsed.values for shape in alts]
+    assert kinds == (["list"] if comment.startswith("list[") else ["group"] if "loss" in comment else
+                     ["tuple"] * len(kinds))
+    assert [shape.keepdims for alts in parsed.values for shape in alts] == ["1, ..." in comment] * len(kinds)
+
+
+@pytest.mark.parametrize("comment", ["[0, 1]", "[0, V)", "[0,1] probabilities", "[CLS] token", "-> returns the mask",
+                                     "shape: see above", "->", "shapes: none"])
+def test_words_in_brackets_or_after_an_arrow_are_not_shapes(comment: str) -> None:
+    """A range from 0 or a special token in brackets, and words after a lead-in, stay words."""
+    assert not shape_grammar.looks_like_shape(comment)
+
+
 @pytest.mark.parametrize("comment, hint", [("(B, T", ""), ("(B, T)x", "`# (B, T); note`"),
-                                           ("(..., T, ...)", ""), ("(B, 1.5)", ""), ("(B, T % 2)", "")])
+                                           ("(..., T, ...)", ""), ("(B, 1.5)", ""), ("(B, T % 2)", ""),
+                                           ("(..., 1, ..., 1)", ""), ("(..., 2, ...)", ""), ("[B, T", ""),
+                                           ("[B, T)", ""), ("-> (B, T", "")])
 def test_grammar_rejects_malformed_comments(comment: str, hint: str) -> None:
     with pytest.raises(shape_grammar.ShapeSyntaxError) as info:
         shape_grammar.parse(comment)
@@ -856,6 +888,96 @@ def test_runtime_matching_of_the_new_notation() -> None:
     labelled = shape_grammar.parse("(logits (B, T, V), loss () or None)")
     assert shape_runtime.match_comment(labelled, [(np.zeros((2, 3, 5)), None)], {}) == {"B": 2, "T": 3, "V": 5}
     assert shape_runtime.describe((np.zeros((4, 2)), np.zeros(4))) == "a tuple of (4, 2), (4,)"
+
+
+@dataclasses.dataclass
+class _Step:
+    loss: object
+    margin: object
+
+
+def test_runtime_matching_of_a_lead_in_brackets_a_kept_axis_and_named_members() -> None:
+    def match(comment: str, value: object, bindings: dict[str, int] | None = None) -> dict[str, int] | None:
+        return shape_runtime.match_comment(shape_grammar.parse(comment), [value], bindings or {})
+
+    btd = np.zeros((2, 3, 4))
+    assert match("-> (B, T, D)", btd) == match("shape: [B, T, D]", btd) == {"B": 2, "T": 3, "D": 4}
+    with pytest.raises(shape_runtime.RankMismatch, match="expected 2 dims, got 3"):
+        match("-> (B, T)", btd)
+    with pytest.raises(shape_runtime.RankMismatch, match="expected 2 dims, got 3"):
+        match("[B, T]", btd)
+    assert match("[..., d_ff]", btd, {"d_ff": 4}) == {}
+    with pytest.raises(shape_runtime.Mismatch, match="dim d_ff should be 8, got 4"):
+        match("-> [..., d_ff]", btd, {"d_ff": 8})
+    assert match("list[n]", [1, 2]) == {"n": 2}  # a Python list, as before
+    with pytest.raises(shape_runtime.Mismatch, match="expected an array"):
+        match("[n]", [1, 2])  # a tensor shape, not a list
+    # (..., 1, ...): any array with an axis of size 1, wherever the variable axis put it
+    for kept in (np.zeros((1, 3, 4)), np.zeros((2, 1, 4)), np.zeros((2, 3, 1)), np.zeros(1)):
+        assert match("(..., 1, ...)", kept) == {}
+    with pytest.raises(shape_runtime.Mismatch, match="no axis of size 1 in \\(2, 3, 4\\)"):
+        match("(..., 1, ...)", btd)
+    with pytest.raises(shape_runtime.RankMismatch):
+        match("(..., 1, ...)", np.float64(1.0))
+    # a dict or a dataclass: each labelled member is checked against the key (or field) its label names
+    out = {"loss": np.float64(0.5), "margin": np.zeros(4), "note": "text"}
+    assert match("(loss (), margin (B,))", out) == {"B": 4}
+    assert match("(loss (), margin (B,))", _Step(np.float64(0.5), np.zeros(4))) == {"B": 4}
+    with pytest.raises(shape_runtime.Mismatch, match="margin: dim B should be 3, got 4"):
+        match("(loss (), margin (B,))", out, {"B": 3})
+    with pytest.raises(shape_runtime.Mismatch, match="loss: expected 0 dims, got 1"):
+        match("(loss (), margin (B,))", _Step(np.zeros(4), np.zeros(4)))
+    assert match("(total (), per_row (B,))", out) is None  # labels that name no key: not checked
+    assert match("(B, T)", out) is None  # a dict under a tensor shape: not checked, as before
+
+
+NEW_FORMS = '''"""Doc."""
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Step:
+    loss: object
+    margin: object
+
+
+def ffn(x, w1, w2, axis):
+    """Doc."""
+    h = x @ w1                                               # shape: (..., d_ff)
+    y = h @ w2                                               # -> (B, T, D)
+    bad = h @ w2                                             # -> (B, T)
+    m = np.max(h, axis=axis, keepdims=True)                  # (..., 1, ...)
+    dropped = np.max(h, axis=axis)                           # (..., 1, ...)
+    mask = np.ones((x.shape[0], x.shape[1]))                 # [B, T]
+    bad_mask = np.ones((x.shape[0], x.shape[1]))             # [B, T, D]
+    ids = list(range(x.shape[0]))                            # list[B]
+    out = {"loss": y.mean(), "margin": y.sum(axis=(1, 2))}   # (loss (), margin (B,))
+    step = Step(y.mean(), y.sum(axis=(1, 2)))                # (loss (), margin (T,))
+    p = np.clip(m, 0, 1)                                     # [0, 1]
+    return y                                                 # [B, T, D]
+'''
+
+
+def test_the_new_forms_are_confirmed_when_right_and_contradicted_when_wrong(tmp_path: Path) -> None:
+    """Each form blind round 31 asked for, on the shape lines that need a comment: all read as shapes
+    (no SHP001 or SHP003), each confirmed when right and contradicted when wrong at run time."""
+    path = tmp_path / "new_forms.py"
+    path.write_text(NEW_FORMS)
+    check = shapes.check_source(load(path, "new_forms.py"), Settings())
+    assert check.findings == () and check.annotated == tuple(line.line for line in check.lines)
+    assert check.annotated == (15, 16, 17, 18, 19, 20, 21, 23, 24)  # ids (22) is a list, p (25) a clip
+    verdicts = _run_instrumented(path, lambda ns, recorder: ns["ffn"](np.zeros((2, 3, 4)), np.zeros((4, 8)),
+                                                                      np.zeros((8, 4)), -1))
+    status = {line: v.status.value for line, v in verdicts.items()}
+    assert status == {15: "confirmed", 16: "confirmed", 17: "contradicted", 18: "confirmed", 19: "contradicted",
+                      20: "confirmed", 21: "contradicted", 22: "confirmed", 23: "confirmed", 24: "contradicted",
+                      26: "confirmed"}, status  # line 25, `# [0, 1]`, is words: not read
+    assert "says (B, T) but the value is (2, 3, 4)" in verdicts[17].detail
+    assert "no axis of size 1 in (2, 3)" in verdicts[19].detail
+    assert "says (B, T, D) but the value is (2, 3)" in verdicts[21].detail
+    assert "margin: dim T should be 3, got 2" in verdicts[24].detail
 
 
 RAISES_CASE = '''

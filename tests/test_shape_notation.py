@@ -191,3 +191,31 @@ def test_a_comment_in_words_is_not_a_shape_and_the_finding_says_what_is(tmp_path
     for proposed in ("(B, T, 1); reduced axis kept as 1", "same shape as scores"):
         assert shape_grammar.looks_like_shape(proposed)
         shape_grammar.parse(proposed)
+
+
+def test_each_notation_c4_adds_for_blind_learners_is_read_as_c4_says() -> None:
+    """Blind round 31: correct, commented code lost the Shapes axis on `# -> (B, T, D)`, `# shape: (..., d_ff)`,
+    `# [..., d_ff]` and a keepdims reduction along a variable axis. C4 lists each with an example; every
+    example it gives is read as the shape it names, and its two counter-examples stay words."""
+    contract = (ROOT / "docs" / "contract.md").read_text(encoding="utf-8")
+    block = contract.split("A few more notations read as shapes", 1)[1].split("\n\n", 2)[1]
+    comments = [span.split("# ", 1)[1] for span in _backticked(block) if "# " in span]
+    assert comments == ["shape: (..., d_ff)", "-> (B, T, D)", "[..., d_ff]", "[0, 1]", "[CLS]", "(..., 1, ...)",
+                        "(loss (), margin (B,))"]
+    read = {c: str(shape_grammar.parse(c)) for c in comments if shape_grammar.looks_like_shape(c)}
+    assert read == {"shape: (..., d_ff)": "(..., d_ff)", "-> (B, T, D)": "(B, T, D)", "[..., d_ff]": "(..., d_ff)",
+                    "(..., 1, ...)": "(..., 1, ...)", "(loss (), margin (B,))": "(loss (), margin (B,))"}
+    assert str(shape_grammar.parse("[B, T, D]")) == "(B, T, D)" and str(shape_grammar.parse("list[n]")) == "list[n]"
+
+
+@pytest.mark.parametrize("comment", ["-> (B, T, d_ff)", "shape: (B, T, d_ff)", "[B, T, d_ff]", "[..., d_ff]",
+                                     "(..., 1, ...)"])
+def test_a_shape_line_commented_in_a_new_notation_is_annotated(tmp_path: Path, comment: str) -> None:
+    from pytest_mlcanon.rubric import shapes
+    from pytest_mlcanon.rubric.source import load
+    from pytest_mlcanon.settings import Settings
+
+    path = tmp_path / "ffn.py"
+    path.write_text(f"def f(x, w):\n    h = x @ w  # {comment}\n    return h.max(axis=-1, keepdims=True)  # {comment}\n")
+    check = shapes.check_source(load(path, "ffn.py"), Settings())
+    assert (check.annotated, check.findings) == ((2, 3), ())

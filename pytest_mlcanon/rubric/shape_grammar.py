@@ -3,10 +3,13 @@ the one C4 prints; ``tests/test_contract.py`` keeps the two the same).
 
 ::
 
-    comment := "#" SP shapes [SP "each"] [note]
+    comment := "#" SP [lead SP?] shapes [SP "each"] [note]
+    lead    := "shape:" | "shapes:" | "->" | "→"                  # "# shape: (..., d_ff)", "# -> (B, T, D)"
     shapes  := alts ("," SP? alts)*
     alts    := shape ((SP? "|" SP? | SP "or" SP) shape)*          # "(N, T) | (N,)", "(T, d) or (B, T, d)"
     shape   := "()" | "(" item [","] ")" | "(" item ("," SP? item)+ [","] ")" | "list[" dim "]" | "scalar" | "None"
+             | "[" ... "]"                                        # a "(" ... ")" form in brackets: "[B, T, D]"
+             | "(" "..." "," SP? "1" "," SP? "..." ")"            # keepdims along a variable axis: "(..., 1, ...)"
              | "(" member ("," SP? member)* ")"                   # a labelled tuple: "(logits (B, T, V), loss ())"
              | "same" [SP "shape"] SP "as" SP NAME               # "same shape as z": read, not checked at run time
     member  := LABEL SP alts [SP words] | LABEL                  # a bare label: a value whose shape is not stated
@@ -38,8 +41,15 @@ from dataclasses import dataclass
 
 ELLIPSIS = "..."
 _OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div, ast.Pow, ast.BitOr)
-#: What may start a shape: ``(``, ``list[``, the words ``scalar`` / ``None`` standing alone, or ``same (shape) as``.
-_SHAPE_START = re.compile(r"\(|list\[|scalar(?![\w'])|None(?![\w'])|same (?:shape )?as [^\W\d]")
+#: What may start a shape: ``(``, ``list[``, ``[`` (a shape in brackets, ``[B, T, D]``, but not a range
+#: from 0, ``[0, 1]``, nor a special token, ``[CLS]``), the words ``scalar`` / ``None`` standing alone,
+#: or ``same (shape) as``.
+_SHAPE_START = re.compile(r"\(|list\[|\[(?!\s*0\s*[,\]]|(?:CLS|SEP|PAD|MASK|UNK|BOS|EOS|SOS)\])"
+                          r"|scalar(?![\w'])|None(?![\w'])|same (?:shape )?as [^\W\d]")
+#: A lead-in the shape may follow: ``# shape: (..., d_ff)``, ``# -> (B, T, D)``.
+_LEAD = re.compile(r"(?:[Ss]hapes?\s*:|->|\u2192)\s*")
+#: ``(..., 1, ...)``: a keepdims reduction along an axis held in a variable; the one shape with two ``...``.
+KEEPDIMS = (ELLIPSIS, "1", ELLIPSIS)
 #: ``same shape as z`` (or ``same as z``): the shape of another value in scope; read, not checked at run time
 _SAME_AS = re.compile(r"same (?:shape )?as ([^\W\d][\w.]*)")
 _NAME = re.compile(r"[^\W\d](?:_\{[^{}]*\}|\w)*'*")
@@ -48,9 +58,9 @@ _OPERATOR = re.compile(r"//|\*\*|[-+*/^|(){}\u2212\u00d7\u00b7\u00b2\u00b3]")
 _UNICODE_OPS = {"^": "**", "{": "(", "}": ")", "\u2212": "-", "\u00d7": "*", "\u00b7": "*", "\u00b2": "**2",
                 "\u00b3": "**3"}
 #: ``name (B, T)`` inside a tuple: a labelled value (``dL/dw (d,)`` too).
-_LABEL = re.compile(r"([^\W\d][\w/']*)\s+(?=\(|list\[|scalar(?![\w'])|None(?![\w']))")
-_BARE = re.compile(r"[^\W\d][\w/']*(?=\s*[,)])")
-_TRAILING_WORDS = re.compile(r"(?:\s+[^\W\d]\w*)+(?=\s*[,)])")
+_LABEL = re.compile(r"([^\W\d][\w/']*)\s+(?=\(|\[|list\[|scalar(?![\w'])|None(?![\w']))")
+_BARE = re.compile(r"[^\W\d][\w/']*(?=\s*[,)\]])")
+_TRAILING_WORDS = re.compile(r"(?:\s+[^\W\d]\w*)+(?=\s*[,)\]])")
 _ALT_OR = re.compile(r"\s+or\s+")
 _EACH = re.compile(r"\s*\beach\b")
 _STARRED = re.compile(r"\*[^\W\d]\w*")
@@ -95,6 +105,11 @@ class Shape:
     labels: tuple[str, ...] = ()
 
     @property
+    def keepdims(self) -> bool:
+        """``(..., 1, ...)``: any shape with a 1 at some axis (a reduction kept along a variable axis)."""
+        return self.kind == "tuple" and tuple(d.text for d in self.dims) == KEEPDIMS
+
+    @property
     def rank(self) -> int | None:
         """Number of dims, or None when an ellipsis makes it open (or the shape is not a tuple)."""
         if self.kind != "tuple" or any(d.is_ellipsis for d in self.dims):
@@ -136,14 +151,23 @@ class ShapeComment:
 
 
 def looks_like_shape(comment: str) -> bool:
-    """True when a comment (without ``#``) starts the way a shape comment does."""
-    return _SHAPE_START.match(comment.lstrip()) is not None
+    """True when a comment (without ``#``) starts the way a shape comment does, after a lead-in
+    (``shape:``, ``->``) if it has one."""
+    return _SHAPE_START.match(_without_lead(comment.lstrip())) is not None
 
 
 def parse(comment: str) -> ShapeComment:
     """Parse a comment's text (without the leading ``#``); raises ShapeSyntaxError."""
-    parser = _Parser(comment.strip()[:MAX_TEXT])
+    parser = _Parser(_without_lead(comment.strip())[:MAX_TEXT])
     return parser.comment()
+
+
+def _without_lead(text: str) -> str:
+    """The text after a lead-in (``shape: (B, T)``, ``-> (B, T)``) when a shape follows it."""
+    lead = _LEAD.match(text)
+    if lead is not None and _SHAPE_START.match(text, lead.end()):
+        return text[lead.end():]
+    return text
 
 
 def statement_comment(comments: Mapping[int, str], first: int, last: int) -> tuple[int, str] | None:
@@ -245,32 +269,34 @@ class _Parser:
             if not self.eat("]"):
                 raise self.error("list[...] is not closed")
             return Shape("list", (dim,))
-        if not self.eat("("):
-            raise self.error("a shape starts with '(', 'list[' or 'scalar'")
+        if self.eat("("):
+            close = ")"
+        elif self.eat("["):  # ``[B, T, D]``: brackets delimit a shape as parentheses do
+            close = "]"
+        else:
+            raise self.error("a shape starts with '(', '[', 'list[' or 'scalar'")
         self.skip_spaces()
-        if self.eat(")"):
+        if self.eat(close):
             return Shape("tuple", ())
         if self.labelled_tuple_ahead():
-            return self.group()
-        dims = [self.item()]
-        if self.eat(",)"):
+            return self.group(close)
+        dims = [self.item(close)]
+        if self.eat("," + close):
             return Shape("tuple", tuple(dims))
-        if self.peek(")") and dims[0].is_ellipsis:  # ``(...)``: any shape, as the stubs' docstrings write it
-            self.eat(")")
-            return Shape("tuple", tuple(dims))
-        if self.peek(")"):  # ``(n)``: a one-dim shape written without its comma, as most people write it
-            self.eat(")")
+        if self.peek(close):  # ``(n)``: a one-dim shape without its comma, as most people write it; ``(...)``
+            self.eat(close)
             return Shape("tuple", tuple(dims))
         while self.eat(","):
             self.skip_spaces()
-            if self.peek(")"):
+            if self.peek(close):
                 break
-            dims.append(self.item())
-        if not self.eat(")"):
-            raise self.error("shape is not closed with ')'")
-        if sum(d.is_ellipsis for d in dims) > 1:
+            dims.append(self.item(close))
+        if not self.eat(close):
+            raise self.error(f"shape is not closed with '{close}'")
+        shape = Shape("tuple", tuple(dims))
+        if sum(d.is_ellipsis for d in dims) > 1 and not shape.keepdims:
             raise self.error("'...' (or a starred name) may appear once per shape")
-        return Shape("tuple", tuple(dims))
+        return shape
 
     def labelled_tuple_ahead(self) -> bool:
         """Whether the tuple opened just before ``pos`` has an item of the form ``name shape``."""
@@ -291,7 +317,7 @@ class _Parser:
                     return True
         return False
 
-    def group(self) -> Shape:
+    def group(self, close: str = ")") -> Shape:
         """``(logits (B, T, V), loss () or None)``, ``(w (d,), b)``: a tuple of labelled values (a bare
         name is a value whose shape is not stated; words after a member's shape are a note)."""
         labels: list[str] = []
@@ -312,20 +338,20 @@ class _Parser:
             else:
                 raise self.error("a labelled tuple lists `name shape` pairs")
             self.skip_spaces()
-            if self.eat(")"):
+            if self.eat(close):
                 return Shape("group", members=tuple(members), labels=tuple(labels))
             if not self.eat(","):
-                raise self.error("labelled tuple is not closed with ')'")
+                raise self.error(f"labelled tuple is not closed with '{close}'")
             self.skip_spaces()
 
-    def item(self) -> Dim:
+    def item(self, close: str = ")") -> Dim:
         if self.eat(ELLIPSIS):
             return Dim(ELLIPSIS)
         starred = _STARRED.match(self.text, self.pos)
         if starred:  # (B, *expected): the dims of a named shape, any number of them
             self.pos = starred.end()
             return Dim(starred.group())
-        return self.dim(stop=",)")
+        return self.dim(stop="," + close)
 
     def dim(self, stop: str) -> Dim:
         start = self.pos

@@ -10,6 +10,7 @@ The checks are made by the instrumented code of ``shape_instrument``.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -188,6 +189,12 @@ def match_shape(shape: Shape, actual: tuple[str, tuple[int, ...] | int], binding
         raise Mismatch(f"expected an array, got {describe(value) if value is not None else kind}")
     dims = tuple(shape.dims)
     sizes = tuple(size)  # type: ignore[arg-type]
+    if shape.keepdims:  # (..., 1, ...): the axis kept is a variable, so any axis of size 1 fits
+        if not sizes:
+            raise RankMismatch("expected at least 1 dim (a 1 at the axis kept), got 0")
+        if 1 not in sizes:
+            raise Mismatch(f"expected a 1 at the axis kept, got no axis of size 1 in {sizes}")
+        return {}
     ellipsis = [i for i, d in enumerate(dims) if d.is_ellipsis]
     if ellipsis:
         i = ellipsis[0]
@@ -228,6 +235,9 @@ def _match_values(entries: Sequence[tuple[Shape, ...]], values: Sequence[Any],
     """Match each value against its entry's alternatives; the bindings the matches add."""
     added: dict[str, int] = {}
     for alternatives, value in zip(entries, values):
+        if groups := _groups_naming(alternatives, value):
+            added.update(_match_fields(groups, _fields(value) or {}, {**bindings, **added}))
+            continue
         actual = shape_of(value)
         if actual is None:
             continue
@@ -242,6 +252,47 @@ def _match_values(entries: Sequence[tuple[Shape, ...]], values: Sequence[Any],
             kind = RankMismatch if all(isinstance(e, RankMismatch) for e in errors) else Mismatch
             raise kind("; ".join(map(str, errors)))
     return added
+
+
+def _fields(value: Any) -> dict[str, Any] | None:
+    """The named values of a dict (its string keys) or of a dataclass instance, or None."""
+    if isinstance(value, dict):
+        return {key: item for key, item in value.items() if isinstance(key, str)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: getattr(value, field.name, None) for field in dataclasses.fields(value)}
+    return None
+
+
+def _groups_naming(alternatives: Sequence[Shape], value: Any) -> list[Shape]:
+    """The labelled tuples among ``alternatives`` that name a key (or field) of ``value``, a dict or a
+    dataclass instance: ``out = {"loss": ..., "margin": ...}  # (loss (), margin (B,))``. A label that
+    names no key is words, not checked; a value that is no dict or dataclass has no groups by name."""
+    fields = _fields(value)
+    if not fields:
+        return []
+    return [shape for shape in alternatives if shape.kind == "group" and any(label in fields for label in shape.labels)]
+
+
+def _match_fields(groups: Sequence[Shape], fields: dict[str, Any], bindings: dict[str, int]) -> dict[str, int]:
+    """Match each labelled member against the value of the key (or field) its label names; the first
+    labelled tuple that fits wins."""
+    errors: list[Mismatch] = []
+    for group in groups:
+        added: dict[str, int] = {}
+        try:
+            for label, alternatives in zip(group.labels, group.members):
+                if label not in fields:
+                    continue
+                try:
+                    added.update(_match_values([alternatives], [fields[label]], {**bindings, **added}))
+                except Mismatch as exc:
+                    raise type(exc)(f"{label}: {exc}") from None
+        except Mismatch as exc:
+            errors.append(exc)
+            continue
+        return added
+    kind = RankMismatch if all(isinstance(e, RankMismatch) for e in errors) else Mismatch
+    raise kind("; ".join(map(str, errors)))
 
 
 def match_comment(comment: ShapeComment, values: Sequence[Any], bindings: dict[str, int]) -> dict[str, int] | None:
@@ -265,7 +316,7 @@ def match_comment(comment: ShapeComment, values: Sequence[Any], bindings: dict[s
         entries = list(comment.values)
     else:
         entries = list(comment.values)
-    if not any(shape_of(v) is not None for v in values):
+    if not any(shape_of(v) is not None or _groups_naming(e, v) for e, v in zip(entries, values)):
         return None
     return _match_values(entries, values, bindings)
 
