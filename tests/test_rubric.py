@@ -1087,3 +1087,17 @@ def test_a_single_item_module_is_judged_whole_and_a_shared_reference_is_split_by
     assert not any(name.startswith("layernorm") or name == "_check_layernorm_args" for name in kept[13])
     assert {"_check_eps", "_check_upstream"} <= set(kept[13]) & set(kept[14])
     assert "MultiHeadAttention" not in kept[28] and "CrossAttention" not in kept[26]
+
+
+def test_a_shared_module_asks_each_item_only_for_its_own_public_names(tmp_path: Path) -> None:
+    """A normalization.py with LayerNorm alone: #13 lacks its two names (COR002); #14 lacks none."""
+    path = tmp_path / "nn/normalization.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(DOC + 'def layernorm_forward(x, g, b):\n    """Doc."""\n\n\ndef layernorm_backward(dy, c):\n'
+                    '    """Doc."""\n')
+    missing = {}
+    for slug in ("nn/batchnorm", "nn/layernorm"):
+        evidence = ItemEvidence(slug, Status.SCORED, files=("nn/normalization.py",), outcomes=(Outcome("t::a", "passed"),))
+        axis = rubric.score(evidence, rubric.ItemSources(catalog.get(slug), tmp_path, tmp_path), Settings())
+        missing[slug] = [f.subject for f in axis.axes["correctness"].findings if f.code == "COR002"]
+    assert missing == {"nn/batchnorm": ["batchnorm_backward", "batchnorm_forward"], "nn/layernorm": []}

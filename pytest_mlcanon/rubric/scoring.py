@@ -134,9 +134,12 @@ def load_sources(files: Iterable[tuple[str, Path, str]]) -> tuple[list[tuple[str
 
 
 def _missing_names(keyed: list[tuple[str, Source]], sources: ItemSources) -> list[Finding]:
-    """COR002 for each public name the reference module defines and the learner's lacks."""
+    """COR002 for each public name the reference module defines and the learner's lacks, less the
+    public names of the other items living in the module (#14 does not answer for batchnorm_forward)."""
     found: list[Finding] = []
     for file, source in keyed:
+        theirs = {name for mate in catalog.items_for_module(file.removesuffix(".py"))
+                  if mate.number != sources.item.number for name in mate.names}
         ref_path = sources.reference(file)
         if ref_path.resolve() == source.path.resolve():
             continue
@@ -144,7 +147,7 @@ def _missing_names(keyed: list[tuple[str, Source]], sources: ItemSources) -> lis
             reference = load(ref_path)
         except (SourceError, OSError):
             continue
-        for name in correctness.missing_names(source, reference):
+        for name in (n for n in correctness.missing_names(source, reference) if n not in theirs):
             found.append(finding("COR002", source.display, 1, subject=name,
                                  problem="is a public name of the API your module lacks"))
     return found
