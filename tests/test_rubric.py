@@ -1101,3 +1101,53 @@ def test_a_shared_module_asks_each_item_only_for_its_own_public_names(tmp_path: 
         axis = rubric.score(evidence, rubric.ItemSources(catalog.get(slug), tmp_path, tmp_path), Settings())
         missing[slug] = [f.subject for f in axis.axes["correctness"].findings if f.code == "COR002"]
     assert missing == {"nn/batchnorm": ["batchnorm_backward", "batchnorm_forward"], "nn/layernorm": []}
+
+
+IN_PLACE = '''import numpy as np
+
+
+def _check(params):
+    params = list(params)
+    return params
+
+
+class Opt:
+    def __init__(self, params):
+        self.params = _check(params)
+
+    def step(self, grads):
+        for p, g in zip(self.params, grads):
+            p -= 0.5 * g
+
+
+class Quiet(Opt):
+    def step(self, grads):
+        for p, g in zip(self.params, grads):
+            np.subtract(p, g, out=p)
+
+
+def identity(x):
+    return x
+'''
+
+
+def test_a_value_updated_in_place_comes_from_the_step_not_the_helper_that_handed_it_back(tmp_path: Path) -> None:
+    """A failed value check names where the learner made the value: an optimizer's ``p -= ...`` in its
+    ``step`` (no return, no shape comment), never a validation helper that returned the arrays it was
+    given (blind round: ``_check_params(params: list) gave a wrong value`` for a wrong Adam step)."""
+    path = tmp_path / "in_place.py"
+    path.write_text(IN_PLACE)
+    namespace, recorder = _instrumented(path)
+    lines = IN_PLACE.splitlines()
+    p, q, x = np.zeros(2), np.zeros(2), np.zeros(2)
+    namespace["Opt"]([p]).step([np.ones(2)])  # type: ignore[operator]
+    produced = recorder.origin(p)
+    assert produced is not None and (produced.line, produced.call.function) == (
+        lines.index("            p -= 0.5 * g") + 1, "Opt.step")
+    assert list(produced.call.args) == ["self", "grads"] and not produced.call.nested
+    namespace["Quiet"]([q]).step([np.ones(2)])  # type: ignore[operator]
+    assert recorder.origin(q) is None  # written by a NumPy call: no line of the learner's is known
+    namespace["identity"](x)  # type: ignore[operator]
+    returned = recorder.origin(x)  # called by the test itself, it is what the test checked
+    assert returned is not None and (returned.line, returned.call.function) == (lines.index("    return x") + 1,
+                                                                                 "identity")
