@@ -1027,20 +1027,21 @@ def _affine(x, gamma, beta):
 '''
 
 
-def _normalization_scores(tmp_path: Path, text: str, checks=()):  # type: ignore[no-untyped-def]
+def _normalization_scores(tmp_path: Path, text: str, checks=(), transposes=(), axis="shapes"):  # type: ignore[no-untyped-def]
     from pytest_mlcanon.evidence import ShapeCheck, ShapeStatus
 
     path = tmp_path / "nn/normalization.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     trace = ShapeTrace(tuple(ShapeCheck("nn/normalization.py", line, ShapeStatus.CONTRADICTED, "wrong")
-                             for line in checks), (("nn/normalization.py", 0),))
+                             for line in checks), (("nn/normalization.py", 0),),
+                       tuple(Transpose("nn/normalization.py", line, 3) for line in transposes))
     scores = {}
     for slug in ("nn/batchnorm", "nn/layernorm"):
         sources = rubric.ItemSources(catalog.get(slug), tmp_path, tmp_path)
         evidence = ItemEvidence(slug, Status.SCORED, files=("nn/normalization.py",),
                                 outcomes=(Outcome("t::a", "passed"),), shapes=trace)
-        scores[slug] = rubric.score(evidence, sources, Settings()).axes["shapes"]
+        scores[slug] = rubric.score(evidence, sources, Settings()).axes[axis]
     return scores
 
 
@@ -1068,6 +1069,9 @@ def test_a_shared_module_leaves_a_contradicted_comment_of_another_item_out(tmp_p
     scores = _normalization_scores(tmp_path, text, checks=(wrong,))
     assert [(f.code, f.line) for f in scores["nn/batchnorm"].findings] == [("SHP001", centre), ("SHP002", wrong)]
     assert scores["nn/layernorm"].passed and not scores["nn/layernorm"].findings
+    api = _normalization_scores(tmp_path, text, transposes=(wrong,), axis="api")  # a .T of a 3-D value seen there
+    assert [(f.code, f.line) for f in api["nn/batchnorm"].findings] == [("API001", wrong)]
+    assert api["nn/layernorm"].passed
 
 
 def test_a_single_item_module_is_judged_whole_and_a_shared_reference_is_split_by_names() -> None:
