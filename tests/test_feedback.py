@@ -158,3 +158,21 @@ def test_an_import_error_names_the_learners_module_as_their_file(pytester: pytes
     result = pytester.runpytest("--canon-item=transformer/attention", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*error: AttributeError at practice/transformer/attention.py:3 while importing: "
                                  "*module 'practice/transformer/attention.py' has no attribute 'nothing'*"])
+
+
+def test_a_wrong_optimizer_step_is_placed_at_its_update_not_at_a_validation_helper(
+        pytester: pytest.Pytester, learner) -> None:
+    """Adam without the first bias correction: the wrong parameter was written by ``Adam.step``'s
+    ``p -= ...``; ``_check_params`` only handed the test's arrays back (blind round: the report blamed
+    ``_check_params(params: list) gave a wrong value``)."""
+    good = (REFS / "optim" / "optimizers.py").read_text()
+    wrong = good.replace("correction1 = 1.0 - beta1**self.t", "correction1 = 1.0 - beta1")
+    assert wrong != good
+    learner(files={"optim/optimizers": wrong})
+    line = next(n for n, text in enumerate(wrong.splitlines(), 1) if text.strip().startswith("p -= lr * m_hat"))
+    result = pytester.runpytest("--canon-item=optim/adam", "-p", "no:cacheprovider")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    found = re.findall(r"practice/optim/optimizers\.py:(\d+): COR001 \S+ failed: (\S+)\(", out)
+    assert found and set(found) == {(str(line), "Adam.step")}, out[-3000:]
+    assert "_check_params" not in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import textwrap
 from pathlib import Path
@@ -1110,3 +1111,169 @@ def top(x):
     verdicts = _run_instrumented(path, lambda ns, recorder: ns["top"](np.ones((5, 3))))
     status = {line: v.status.value for line, v in verdicts.items()}
     assert status == {6: "confirmed", 7: "confirmed", 8: "contradicted"}, status
+
+
+SHARED_NORMALIZATION = DOC + '''
+import numpy as np
+
+
+def batchnorm_forward(x, gamma, beta):
+    """(N, C) -> (N, C)."""
+    mu = x.mean(axis=0)
+    xc = _centre(x, mu)                                  # (N, C)
+    return _affine(xc, gamma, beta), {}                  # (N, C), ()
+
+
+def batchnorm_backward(dy, cache):
+    """(N, C) -> (N, C)."""
+    return dy.sum(axis=0)                                # (C,)
+
+
+def layernorm_forward(x, gamma, beta):
+    """(..., D) -> (..., D)."""
+    mu = x.mean(axis=-1, keepdims=True)                  # (..., 1)
+    return _affine(x - mu, gamma, beta), {}              # (..., D), ()
+
+
+def layernorm_backward(dy, cache):
+    """(..., D) -> (..., D)."""
+    return dy.sum(axis=-1, keepdims=True)                # (..., 1)
+
+
+def _centre(x, mu):
+    return x - mu.reshape(1, -1)
+
+
+def _affine(x, gamma, beta):
+    return x * gamma.reshape(1, -1) + beta               # (N, D)
+'''
+
+
+def _normalization_scores(tmp_path: Path, text: str, checks=(), transposes=(), axis="shapes"):  # type: ignore[no-untyped-def]
+    from pytest_mlcanon.evidence import ShapeCheck, ShapeStatus
+
+    path = tmp_path / "nn/normalization.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    trace = ShapeTrace(tuple(ShapeCheck("nn/normalization.py", line, ShapeStatus.CONTRADICTED, "wrong")
+                             for line in checks), (("nn/normalization.py", 0),),
+                       tuple(Transpose("nn/normalization.py", line, 3) for line in transposes))
+    scores = {}
+    for slug in ("nn/batchnorm", "nn/layernorm"):
+        sources = rubric.ItemSources(catalog.get(slug), tmp_path, tmp_path)
+        evidence = ItemEvidence(slug, Status.SCORED, files=("nn/normalization.py",),
+                                outcomes=(Outcome("t::a", "passed"),), shapes=trace)
+        scores[slug] = rubric.score(evidence, sources, Settings()).axes[axis]
+    return scores
+
+
+def test_a_shared_module_judges_each_item_on_its_own_functions_and_helpers(tmp_path: Path) -> None:
+    """#13 and #14 share nn/normalization.py: a BatchNorm line without its shape comment, and a helper
+    only BatchNorm calls, fail #13's Shapes and not #14's; a helper both call counts for both."""
+    scores = _normalization_scores(tmp_path, SHARED_NORMALIZATION)
+    lines = {slug: [(f.code, f.line) for f in axis.findings] for slug, axis in scores.items()}
+    bn_mean, centre = (SHARED_NORMALIZATION.splitlines().index(text) + 1 for text in (
+        "    mu = x.mean(axis=0)", "    return x - mu.reshape(1, -1)"))
+    assert lines == {"nn/batchnorm": [("SHP001", bn_mean), ("SHP001", centre)], "nn/layernorm": []}
+    assert not scores["nn/batchnorm"].passed and scores["nn/layernorm"].passed
+    assert scores["nn/layernorm"].notes[0] == "shape comments on 3/3 shape lines (100%; needed 100%)"
+
+    shared = SHARED_NORMALIZATION.replace("+ beta               # (N, D)", "+ beta")
+    assert [f.line for f in _normalization_scores(tmp_path, shared)["nn/layernorm"].findings] == [
+        shared.splitlines().index("    return x * gamma.reshape(1, -1) + beta") + 1]
+
+
+def test_a_shared_module_leaves_a_contradicted_comment_of_another_item_out(tmp_path: Path) -> None:
+    text = SHARED_NORMALIZATION.replace("    mu = x.mean(axis=0)\n", "    mu = x.mean(axis=0)  # (C,)\n")
+    lines = text.splitlines()
+    wrong = lines.index("    return dy.sum(axis=0)                                # (C,)") + 1
+    centre = lines.index("    return x - mu.reshape(1, -1)") + 1
+    scores = _normalization_scores(tmp_path, text, checks=(wrong,))
+    assert [(f.code, f.line) for f in scores["nn/batchnorm"].findings] == [("SHP001", centre), ("SHP002", wrong)]
+    assert scores["nn/layernorm"].passed and not scores["nn/layernorm"].findings
+    api = _normalization_scores(tmp_path, text, transposes=(wrong,), axis="api")  # a .T of a 3-D value seen there
+    assert [(f.code, f.line) for f in api["nn/batchnorm"].findings] == [("API001", wrong)]
+    assert api["nn/layernorm"].passed
+
+
+def test_a_single_item_module_is_judged_whole_and_a_shared_reference_is_split_by_names() -> None:
+    from pytest_mlcanon.redirect import reference_dir
+    from pytest_mlcanon.rubric import ownership
+
+    dpo = catalog.get("posttrain/dpo")
+    single = load(reference_dir() / dpo.module_files[0])
+    assert ownership.for_item(single, dpo, dpo.modules[0]) is single
+    kept = {}
+    for number in (13, 14, 26, 28):
+        item = catalog.get(number)
+        reference = load(reference_dir() / item.module_files[0])
+        kept[number] = [n.name for n in ownership.for_item(reference, item, item.modules[0]).tree.body
+                        if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    assert kept[13][:2] == ["batchnorm_forward", "batchnorm_backward"] and "_check_batchnorm_args" in kept[13]
+    assert not any(name.startswith("layernorm") or name == "_check_layernorm_args" for name in kept[13])
+    assert {"_check_eps", "_check_upstream"} <= set(kept[13]) & set(kept[14])
+    assert "MultiHeadAttention" not in kept[28] and "CrossAttention" not in kept[26]
+
+
+def test_a_shared_module_asks_each_item_only_for_its_own_public_names(tmp_path: Path) -> None:
+    """A normalization.py with LayerNorm alone: #13 lacks its two names (COR002); #14 lacks none."""
+    path = tmp_path / "nn/normalization.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(DOC + 'def layernorm_forward(x, g, b):\n    """Doc."""\n\n\ndef layernorm_backward(dy, c):\n'
+                    '    """Doc."""\n')
+    missing = {}
+    for slug in ("nn/batchnorm", "nn/layernorm"):
+        evidence = ItemEvidence(slug, Status.SCORED, files=("nn/normalization.py",), outcomes=(Outcome("t::a", "passed"),))
+        axis = rubric.score(evidence, rubric.ItemSources(catalog.get(slug), tmp_path, tmp_path), Settings())
+        missing[slug] = [f.subject for f in axis.axes["correctness"].findings if f.code == "COR002"]
+    assert missing == {"nn/batchnorm": ["batchnorm_backward", "batchnorm_forward"], "nn/layernorm": []}
+
+
+IN_PLACE = '''import numpy as np
+
+
+def _check(params):
+    params = list(params)
+    return params
+
+
+class Opt:
+    def __init__(self, params):
+        self.params = _check(params)
+
+    def step(self, grads):
+        for p, g in zip(self.params, grads):
+            p -= 0.5 * g
+
+
+class Quiet(Opt):
+    def step(self, grads):
+        for p, g in zip(self.params, grads):
+            np.subtract(p, g, out=p)
+
+
+def identity(x):
+    return x
+'''
+
+
+def test_a_value_updated_in_place_comes_from_the_step_not_the_helper_that_handed_it_back(tmp_path: Path) -> None:
+    """A failed value check names where the learner made the value: an optimizer's ``p -= ...`` in its
+    ``step`` (no return, no shape comment), never a validation helper that returned the arrays it was
+    given (blind round: ``_check_params(params: list) gave a wrong value`` for a wrong Adam step)."""
+    path = tmp_path / "in_place.py"
+    path.write_text(IN_PLACE)
+    namespace, recorder = _instrumented(path)
+    lines = IN_PLACE.splitlines()
+    p, q, x = np.zeros(2), np.zeros(2), np.zeros(2)
+    namespace["Opt"]([p]).step([np.ones(2)])  # type: ignore[operator]
+    produced = recorder.origin(p)
+    assert produced is not None and (produced.line, produced.call.function) == (
+        lines.index("            p -= 0.5 * g") + 1, "Opt.step")
+    assert list(produced.call.args) == ["self", "grads"] and not produced.call.nested
+    namespace["Quiet"]([q]).step([np.ones(2)])  # type: ignore[operator]
+    assert recorder.origin(q) is None  # written by a NumPy call: no line of the learner's is known
+    namespace["identity"](x)  # type: ignore[operator]
+    returned = recorder.origin(x)  # called by the test itself, it is what the test checked
+    assert returned is not None and (returned.line, returned.call.function) == (lines.index("    return x") + 1,
+                                                                                 "identity")

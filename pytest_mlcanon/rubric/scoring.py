@@ -18,7 +18,7 @@ from pytest_mlcanon import catalog, learner_coverage
 from pytest_mlcanon.evidence import ItemEvidence, NonFinite, Outcome
 from pytest_mlcanon.layout import shown, tests_dir
 from pytest_mlcanon.redirect import reference_dir
-from pytest_mlcanon.rubric import api, correctness, explanation, numerics, shape_runtime, shapes
+from pytest_mlcanon.rubric import api, correctness, explanation, numerics, ownership, shape_runtime, shapes
 from pytest_mlcanon.rubric.model import AxisResult, Finding, ItemScore
 from pytest_mlcanon.rubric.rules import finding
 from pytest_mlcanon.rubric.source import Source, SourceError, load
@@ -72,9 +72,14 @@ def score(evidence: ItemEvidence, sources: ItemSources, settings: Settings) -> I
     result.timing = evidence.timing.as_dict() if evidence.timing is not None else {}
     files = {f: path for f, path in sources.files.items() if f in evidence.files}
     keyed, problems = load_sources((f, path, sources.display(f)) for f, path in files.items())
-    parsed = [source for _, source in keyed]
-    runtime, notes = shapes.runtime_findings(shape_runtime.merge(keyed, evidence.shapes), settings)
-    transposes = {(sources.display(t.file), t.line): t.ndim for t in evidence.shapes.transposes if t.file in files}
+    # In a module shared with other items (#13 and #14 in nn/normalization.py) the static axes and the
+    # run-time shape comments judge only the item's own code (rubric.ownership).
+    own = [(f, ownership.for_item(source, item, f.removesuffix(".py"))) for f, source in keyed]
+    parsed = [source for _, source in own]
+    left_out = {f: ownership.left_out_lines(full, mine) for (f, full), (_, mine) in zip(keyed, own)}
+    runtime, notes = shapes.runtime_findings(shape_runtime.merge(own, evidence.shapes), settings)
+    transposes = {(sources.display(t.file), t.line): t.ndim for t in evidence.shapes.transposes
+                  if t.file in files and t.line not in left_out.get(t.file, ())}
     timing = [api.stall_finding(evidence.timing, item, result.files[0] if result.files else item.slug)
               ] if evidence.timing is not None and evidence.timing.strict and evidence.timing.over else []
     first_file = result.files[0] if result.files else item.slug
@@ -129,9 +134,12 @@ def load_sources(files: Iterable[tuple[str, Path, str]]) -> tuple[list[tuple[str
 
 
 def _missing_names(keyed: list[tuple[str, Source]], sources: ItemSources) -> list[Finding]:
-    """COR002 for each public name the reference module defines and the learner's lacks."""
+    """COR002 for each public name the reference module defines and the learner's lacks, less the
+    public names of the other items living in the module (#14 does not answer for batchnorm_forward)."""
     found: list[Finding] = []
     for file, source in keyed:
+        theirs = {name for mate in catalog.items_for_module(file.removesuffix(".py"))
+                  if mate.number != sources.item.number for name in mate.names}
         ref_path = sources.reference(file)
         if ref_path.resolve() == source.path.resolve():
             continue
@@ -139,7 +147,7 @@ def _missing_names(keyed: list[tuple[str, Source]], sources: ItemSources) -> lis
             reference = load(ref_path)
         except (SourceError, OSError):
             continue
-        for name in correctness.missing_names(source, reference):
+        for name in (n for n in correctness.missing_names(source, reference) if n not in theirs):
             found.append(finding("COR002", source.display, 1, subject=name,
                                  problem="is a public name of the API your module lacks"))
     return found

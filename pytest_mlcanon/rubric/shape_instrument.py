@@ -53,7 +53,7 @@ from pytest_mlcanon.rubric.shape_runtime import (
     describe,
     match_comment,
 )
-from pytest_mlcanon.rubric.source import Source, call_name
+from pytest_mlcanon.rubric.source import Source, call_name, dotted
 
 RUNTIME_NAME = "__mlcanon__"
 SCOPE_NAME = "__mlcanon_scope"
@@ -61,6 +61,7 @@ MISSING = object()
 
 CHECKED_CALLS_PER_TEST = 16
 RETURNED_ELEMENTS = 8  # the elements of a returned tuple whose origin is noted
+GIVEN_ELEMENTS = 64  # the elements of a list argument a helper may hand back unchanged
 
 
 class Recorder:
@@ -137,10 +138,13 @@ class Recorder:
 
 @dataclass(frozen=True)
 class Call:
-    """One call of an instrumented learner function: its name and the arguments it was called with."""
+    """One call of an instrumented learner function: its name (``Adam.step`` for a method) and the
+    arguments it was called with; ``nested`` when another instrumented function called it (a helper
+    such as ``_check_params``), not the test."""
 
     function: str
     args: dict[str, Any]
+    nested: bool = False
 
 
 @dataclass(frozen=True)
@@ -221,10 +225,14 @@ class Scope:
 
     def _note_returned(self, line: int, value: Any) -> None:
         """The returned value, and each element of a returned tuple or list (``return advantages,
-        returns``), unless this call already noted where it came from."""
+        returns``), unless this call already noted where it came from. A helper that hands back what
+        it was given (``_check_params(params)`` returning the same arrays) did not produce it: a value
+        another learner function passed it keeps the place it had."""
         values = value[:RETURNED_ELEMENTS] if isinstance(value, (tuple, list)) else (value,)
+        given = _given(self.call) if self.call.nested else set()
         for each in values:
-            self.recorder.note(each, self.path, line, self.call, first=True)
+            if id(each) not in given:
+                self.recorder.note(each, self.path, line, self.call, first=True)
 
     def commit(self) -> None:
         """The call returned normally: its contradictions stand, unless the call was made inside a
@@ -272,6 +280,16 @@ class Scope:
             if seq >= first:
                 del self.bound_at[name]
                 del self.bindings[name]
+
+
+def _given(call: Call) -> set[int]:
+    """The ids of a call's arguments and of the elements of its list and tuple arguments."""
+    ids: set[int] = set()
+    for value in call.args.values():
+        ids.add(id(value))
+        if isinstance(value, (list, tuple)):
+            ids.update(id(each) for each in value[:GIVEN_ELEMENTS])
+    return ids
 
 
 def inside_expected_raise() -> bool:
@@ -358,7 +376,9 @@ class Runtime:
         calls[key] = count + 1
         caller = sys._getframe(1)  # the instrumented function, before its body: its locals are its arguments
         args = dict(caller.f_locals) if owner_line else {}
-        return Scope(self.path, self.table, self.recorder, Call(caller.f_code.co_name, args))
+        outer = caller.f_back
+        nested = outer is not None and RUNTIME_NAME in outer.f_globals
+        return Scope(self.path, self.table, self.recorder, Call(_function_name(caller.f_code), args, nested))
 
     def transposed(self, value: Any, line: int) -> Any:
         """``value.T``, recording ``value.ndim`` at ``line`` when it is above 2 (a full transpose)."""
@@ -367,6 +387,12 @@ class Runtime:
         if type(ndim) is int and ndim > 2 and ndim > seen.get((self.path, line), 0):
             seen[(self.path, line)] = ndim
         return value.T
+
+
+def _function_name(code: Any) -> str:
+    """``Adam.step`` for a method, ``softmax`` for a function (and a function nested in another)."""
+    qualified = getattr(code, "co_qualname", code.co_name)  # Python 3.11+
+    return code.co_name if "<" in qualified else qualified
 
 
 def instrument(source: Source, path: str, recorder: Recorder) -> tuple[ast.Module, Runtime | None]:
@@ -403,11 +429,12 @@ class _Rewriter(ast.NodeTransformer):
         self.scoped: list[bool] = []
 
     def _owns_scope(self, node: ast.AST) -> bool:
-        """A body opens a scope when it holds annotated statements, or returns a value (so a failed
-        value check can name the learner's ``return`` line even where no line of the function is
-        annotated)."""
+        """A body opens a scope when it holds annotated statements, returns a value, or writes into an
+        array in place (so a failed value check can name the learner's ``return`` line, or the step's
+        ``p -= ...``, even where no line of the function is annotated)."""
         return any(isinstance(child, ast.stmt) and (child.lineno in self.table or isinstance(child, ast.Return)
-                                                    and child.value is not None) for child in _own_nodes(node))
+                                                    and child.value is not None or _writes_in_place(child))
+                   for child in _own_nodes(node))
 
     def _open_scope(self, node: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         body = node.body
@@ -486,9 +513,8 @@ class _Rewriter(ast.NodeTransformer):
         if self.scoped and self.scoped[-1]:
             targets: list[ast.expr | None] = [*node.targets] if isinstance(node, ast.Assign) else [
                 getattr(node, "target", None)]
-            for name in _written_arrays(targets):
-                out.append(ast.copy_location(ast.Expr(value=_call("wrote", ast.Constant(node.lineno), _name(name))),
-                                             node))
+            for target in _written_arrays(targets) + _updated_in_place(node):
+                out.append(ast.copy_location(ast.Expr(value=_call("wrote", ast.Constant(node.lineno), target)), node))
         return out if len(out) > 1 else node
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST | list[ast.stmt]:
@@ -501,7 +527,7 @@ class _Rewriter(ast.NodeTransformer):
         return self._after(node)
 
 
-def _written_arrays(targets: list[ast.expr | None]) -> list[str]:
+def _written_arrays(targets: list[ast.expr | None]) -> list[ast.expr]:
     """The names written into by item assignment: ``adv[:, t] = ...`` and ``adv[t] += ...`` write into ``adv``."""
     names: list[str] = []
     for target in targets:
@@ -510,7 +536,23 @@ def _written_arrays(targets: list[ast.expr | None]) -> list[str]:
             node = node.value
         if node is not target and isinstance(node, ast.Name) and node.id not in names:
             names.append(node.id)
-    return names
+    return [_name(name) for name in names]
+
+
+def _updated_in_place(node: ast.stmt) -> list[ast.expr]:
+    """The value an augmented assignment updates, read back after it: ``p -= lr * m_hat / ...`` writes
+    into the array ``p`` in place (an optimizer's step, which returns nothing), so the array's values now
+    come from this line; ``self.w += ...`` likewise. Names and attribute chains only (no call is re-run)."""
+    if not isinstance(node, ast.AugAssign) or dotted(node.target) is None:
+        return []
+    return [_read_expr(ast.unparse(node.target))]
+
+
+def _writes_in_place(node: ast.AST) -> bool:
+    """An item assignment into a name or an augmented assignment of a name or attribute chain."""
+    if isinstance(node, ast.AugAssign):
+        return bool(_updated_in_place(node) or _written_arrays([node.target]))
+    return isinstance(node, ast.Assign) and bool(_written_arrays([*node.targets]))
 
 
 def _is_future_import(stmt: ast.stmt) -> bool:
