@@ -12,9 +12,10 @@ The file (schema 1)::
 
 An *attempt* is one go at an item from a blank stub: it starts when ``mlcanon drill`` starts the
 clock (or, for a plain ``pytest --timed``, when the learner's file was created) and ends at the
-first check whose reference tests all pass. Every check of the attempt updates its one record:
-before the pass, its end, elapsed time, and whether it went over time; after the pass, only
-the rubric score, so polishing a docstring does not change the time to green. ``mlcanon reset``
+first check whose reference tests all pass. Every check of the attempt until then updates its one
+record (end, elapsed time, over time or not, score, failed axes, misses); the passing check is the
+last: the record stands for the run that passed, so a later check (a variant tried, a docstring
+polished) is practice and records nothing, and the next ``mlcanon drill`` starts a new attempt. ``mlcanon reset``
 stops the clock, and the next ``mlcanon drill`` starts attempt ``n + 1``. ``practice`` is the learner
 directory the item (and, at the top level, the last item) was drilled in: ``check``, ``reset`` and
 the next ``drill`` use it when no ``--practice``/``--impl`` is given.
@@ -39,6 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_mlcanon import misslog
 from pytest_mlcanon.evidence import Outcome
 from pytest_mlcanon.state import StateError, dump_json, load_json, locked, state_dir, write_json
 
@@ -252,18 +254,20 @@ def start_clock(entry: dict[str, Any], now: float, source: str = "drill") -> Clo
     The attempt number is one more than the last recorded attempt: a drill that was never checked
     is not an attempt, so drilling again reuses its number.
     """
-    number = max((int(a["attempt"]) for a in entry.get("attempts", [])), default=0) + 1
-    entry["clock"] = {"attempt": number, "start": iso(now), "source": source}
+    entry["clock"] = {"attempt": next_attempt(entry), "start": iso(now), "source": source}
     started = clock(entry)
     assert started is not None
     return started
 
 
+def next_attempt(entry: dict[str, Any]) -> int:
+    """The number the next started attempt gets: one more than the last recorded attempt."""
+    return max((int(a["attempt"]) for a in entry.get("attempts", [])), default=0) + 1
+
+
 def attempt_passed(entry: dict[str, Any], attempt: int) -> bool:
     """True when the record of ``attempt`` says it passed (the attempt is over; its clock idles)."""
-    records = entry.get("attempts", [])
-    return isinstance(records, list) and any(
-        isinstance(r, dict) and r.get("attempt") == attempt and r.get("passed") for r in records)
+    return passed_record(entry, attempt) is not None
 
 
 def drilling(entry: dict[str, Any]) -> Clock | None:
@@ -339,9 +343,26 @@ def check_passed(correctness_passed: bool, outcomes: Iterable[Outcome]) -> bool:
     return correctness_passed and not any(o.failed for o in outcomes)
 
 
+def passed_record(entry: dict[str, Any], attempt: int) -> dict[str, Any] | None:
+    """The record of ``attempt`` when it passed (the attempt is over), else None."""
+    records = entry.get("attempts", [])
+    if not isinstance(records, list):
+        return None
+    return next((r for r in records if isinstance(r, dict) and r.get("attempt") == attempt and r.get("passed")),
+                None)
+
+
 def record_check(entry: dict[str, Any], running: Clock, check: Check, now: float) -> dict[str, Any]:
-    """Fold one check into the record of the running attempt (created on its first check)."""
+    """Fold one check into the record of the running attempt (created on its first check).
+
+    An attempt that passed is over: its record stands for the run that passed it (its time, score,
+    failed axes and misses), so a later check of it, passing or failing (a variant tried after the
+    pass, a docstring polished), is practice and changes nothing; the record is returned as it is.
+    """
     attempts: list[dict[str, Any]] = entry.setdefault("attempts", [])
+    done = passed_record(entry, running.attempt)
+    if done is not None:
+        return done
     record = attempts[-1] if attempts and attempts[-1].get("attempt") == running.attempt else None
     if record is None:
         record = {"attempt": running.attempt, "start": iso(running.start), "end": None, "elapsed_min": None,
@@ -350,16 +371,21 @@ def record_check(entry: dict[str, Any], running: Clock, check: Check, now: float
         attempts.append(record)
     record["checks"] = int(record.get("checks", 0)) + 1
     record["hints"] = max(int(record.get("hints", 0) or 0), running.hints)
-    passed_before = bool(record.get("passed"))
-    if not passed_before:
-        record.update(end=iso(now), elapsed_min=round(check.elapsed_min, 2), allowed_min=check.allowed_min,
-                      over_time=check.over_time, passed=check.passed)
-    if check.passed or not passed_before:
-        # a passed attempt is rescored by later passing checks only: a failing one (a variant tried after
-        # the pass) is not the run the record stands for
-        record.update(score=check.score, axes_failed=list(check.axes_failed))
-        record["misses"] = list(dict.fromkeys([*record.get("misses", []), *check.misses]))
+    record.update(end=iso(now), elapsed_min=round(check.elapsed_min, 2), allowed_min=check.allowed_min,
+                  over_time=check.over_time, passed=check.passed, score=check.score,
+                  axes_failed=list(check.axes_failed))
+    record["misses"] = merge_misses(record.get("misses", []), check.misses)
     return record
+
+
+def merge_misses(earlier: Iterable[str], later: Iterable[str]) -> list[str]:
+    """The misses of an attempt after one more check: one per miss as the miss log ranks them (its text
+    without the evidence in parentheses), the later check's evidence replacing the earlier in place, so
+    "over time (20 min of 20 allowed)" then "over time (21 min ...)" is one miss, not two."""
+    merged: dict[str, str] = {}
+    for miss in [*earlier, *later]:
+        merged[misslog.key(miss)] = miss
+    return list(merged.values())
 
 
 # -- summaries ------------------------------------------------------------------------------------------

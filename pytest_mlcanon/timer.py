@@ -9,7 +9,9 @@ The clock is the one ``mlcanon drill`` starts, kept in ``.mlcanon/progress.json`
 repo (``state.find_root`` of the directory pytest runs from; see :mod:`pytest_mlcanon.progress`). An item that was never drilled is timed
 from its file's creation (birth time where the OS records one, else modification time), the first
 time a timed run sees it. After scoring, every scored item's check is recorded in the progress
-file, and a check with any miss adds or updates that attempt's line in ``.mlcanon/misslog.md``.
+file, and a check with any miss adds or updates that attempt's line in ``.mlcanon/misslog.md``. A check
+of an attempt that passed already is practice: untimed (no time, over time or API006) and recorded
+nowhere; it says so in one line, with the ``mlcanon drill`` that starts the next attempt.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class TimedRun:
         self.now = progress.now() if now is None else now
         self.messages: list[str] = []
         self._timings: dict[str, Timing] = {}
+        self._practice: dict[str, str] = {}  # items whose running attempt had passed: the line saying so
 
     @property
     def strict(self) -> bool:
@@ -56,12 +59,17 @@ class TimedRun:
 
     def assess(self, item: catalog.Item, files: Sequence[Path]) -> Timing | None:
         """The item's timing, evidence for the report and (under ``--timed=strict``, when over time)
-        for the API006 finding the rubric makes; None when the state cannot be read."""
+        for the API006 finding the rubric makes; None when the state cannot be read, or when the
+        running attempt has passed already: this check is practice, untimed and not recorded."""
         try:
             with progress.session(self.root) as current:
                 self._warn(current.warnings)
                 entry = current.entry(item.slug)
                 running = progress.ensure_clock(entry, files, self.now)
+                done = progress.passed_record(entry, running.attempt)
+                if done is not None:
+                    self._practice[item.slug] = _practice(item.number, item.slug, done, entry)
+                    return None
                 timing = timing_for(item, running, progress.passes_before(entry, running.attempt),
                                     self.factor, self.now, self.strict)
         except StateError as exc:
@@ -74,6 +82,7 @@ class TimedRun:
         """Record each timed item's check and its misses; returns the lines for the terminal summary."""
         lines = [f"#{s.number} {s.slug}: a partial run is not an attempt; nothing recorded (check the whole item "
                  "to record it)" for s in scores if s.status is Status.PARTIAL]
+        lines += [self._practice[s.slug] for s in scores if s.status is Status.SCORED and s.slug in self._practice]
         timed = [s for s in scores
                  if (s.status is Status.SCORED and s.slug in self._timings) or s.status is Status.ERROR]
         if timed:
@@ -95,6 +104,9 @@ class TimedRun:
         running = progress.clock(entry)
         if running is None:
             return ""
+        done = progress.passed_record(entry, running.attempt)
+        if done is not None:
+            return _practice(score.number, score.slug, done, entry)
         item = catalog.get(score.slug)
         timing = timing_for(item, running, progress.passes_before(entry, running.attempt), self.factor, self.now)
         misses = misslog.misses_for(score, (), timing.over, timing.elapsed_min, timing.allowed_min)
@@ -119,17 +131,14 @@ class TimedRun:
             elapsed_min=timing.elapsed_min, allowed_min=timing.allowed_min, target_min=timing.target_min,
             over_time=timing.over, misses=tuple(misses),
         )
-        already_passed = any(a.get("attempt") == running.attempt and a.get("passed") for a in entry["attempts"])
+        done = progress.passed_record(entry, running.attempt)
+        if done is not None:  # another check passed the attempt while this one ran
+            return _practice(score.number, score.slug, done, entry)
         record = progress.record_check(entry, running, check, self.now)
-        if already_passed and not passed:
-            return (f"#{score.number} {score.slug} attempt {record['attempt']}: passed earlier in "
-                    f"{record['elapsed_min']:.1f} min; this check fails, so it is not recorded (the attempt keeps "
-                    f"{record['score']}/5)")
         if misses:
             misslog.upsert(current, score.number, score.slug, running.attempt, score.score, list(record["misses"]),
                            self.now)
-        return _describe(score, record, timing, progress.summarize(entry), self.strict, already_passed,
-                         bool(misses), self.now)
+        return _describe(score, record, timing, progress.summarize(entry), self.strict, bool(misses), self.now)
 
     def _warn(self, warnings: Sequence[str]) -> None:
         for warning in warnings:
@@ -137,8 +146,17 @@ class TimedRun:
                 self.messages.append(f"mlcanon: {warning}")
 
 
+def _practice(number: int, slug: str, record: dict[str, Any], entry: dict[str, Any]) -> str:
+    """The one line of a check of an attempt that passed already: practice, recorded nowhere."""
+    elapsed, score = record.get("elapsed_min"), record.get("score")
+    at = f" at {elapsed:.1f} min" if isinstance(elapsed, (int, float)) else ""
+    scored = f" ({score}/5)" if isinstance(score, int) else ""
+    return (f"#{number} {slug} attempt {record['attempt']}: already passed{at}{scored}; this check is practice, not "
+            f"recorded (`mlcanon drill {slug}` starts attempt {progress.next_attempt(entry)} from a fresh stub)")
+
+
 def _describe(score: ItemScore, record: dict[str, Any], timing: Timing, summary: progress.ItemProgress,
-              strict: bool, already_passed: bool, logged: bool, now: float) -> str:
+              strict: bool, logged: bool, now: float) -> str:
     """One line for the terminal: attempt, pass or not, time against the allowance, what was recorded."""
     head = f"#{score.number} {score.slug} attempt {record['attempt']}"
     allowance = f"{timing.allowed_min:.0f} allowed, target {timing.target_min} min"
@@ -146,9 +164,7 @@ def _describe(score: ItemScore, record: dict[str, Any], timing: Timing, summary:
     if record.get("over_time"):
         over = ", OVER TIME" + (" (counts against API fluency: API006)" if strict else
                                 " (--timed=strict would count it against API fluency)")
-    if already_passed:
-        text = f"{head}: passed earlier in {record['elapsed_min']:.1f} min; rescored {score.score}/5"
-    elif record.get("passed"):
+    if record.get("passed"):
         best = progress.format_minutes(summary.best_min)
         text = (f"{head}: passed in {timing.elapsed_min:.1f} min ({allowance}){over}; best {best} min; "
                 f"next review {progress.format_due(summary.due, now)}; `mlcanon reset {score.slug}` wipes it")

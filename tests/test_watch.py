@@ -94,6 +94,9 @@ def test_every_save_is_checked_and_a_broken_file_ends_only_its_check(drilled: Pa
         # the stale check was killed at once: no interrupted run's banner or traceback above the next report
         assert not any("KeyboardInterrupt" in line or "Traceback" in line for line in watch.seen[stale_from:])
         assert watch.until(VERDICT).startswith(f"{VERDICT}strong 5/5 · ")
+        # the attempt passed at the first good save: this check is practice, and says so
+        assert any("attempt 1: already passed at " in line and "this check is practice, not recorded" in line
+                   for line in watch.seen[stale_from:])
         assert cli.main(["reset", "detection/boxes"]) == 0  # in another terminal: the stub is back, no clock
         assert "not checked: #18 detection/boxes was reset since its last attempt" in watch.until("── ")
         assert cli.main(["drill", "detection/boxes"]) == 0  # attempt 2: a fresh stub is not worth a check
@@ -105,7 +108,8 @@ def test_every_save_is_checked_and_a_broken_file_ends_only_its_check(drilled: Pa
     watch.reader.join(timeout=30)
     assert list(watch.lines.queue)[-1] == "mlcanon watch: stopped"  # Ctrl-C: one line, no traceback
     (attempt,) = json.loads((root / ".mlcanon" / "progress.json").read_text())["items"]["detection/boxes"]["attempts"]
-    assert attempt["checks"] == 2 and attempt["passed"] is True  # only the two whole checks were recorded
+    # only the first whole check was recorded: it passed the attempt, and the second good save's is practice
+    assert attempt["checks"] == 1 and attempt["passed"] is True
     assert not (root / ".mlcanon" / "misslog.md").exists()  # no whole check failed; the fresh stub was not checked
     report = json.loads((root / warm.report_path([catalog.get("detection/boxes")])).read_text())
     assert report["items"][0]["verdict"] == "strong"  # the last check's report, for an editor to read

@@ -3,7 +3,9 @@ tests and the rubric against your practice file, timed: ``pytest --canon-item=IT
 --impl=practice --timed``, where ``practice`` is the directory the item was drilled in (``mlcanon
 drill --practice PATH`` remembers it) unless ``--practice``/``--impl`` names another. Shows the
 rubric table and the time against the target, records the attempt in .mlcanon/progress.json and,
-when something went wrong, names the misses in .mlcanon/misslog.md. ``--strict`` is
+when something went wrong, names the misses in .mlcanon/misslog.md. A check after the attempt passed
+is practice: it runs and scores, untimed, records nothing and says so (``mlcanon drill ITEM`` starts
+the next attempt). ``--strict`` is
 ``--timed=strict``: running over time then fails API fluency. Extra arguments go to pytest (``-x``,
 ``-k``, ``-q``). The item must have been drilled first. pytest's cache (``.pytest_cache``, what
 ``--lf`` reads) is the one at the repo's root, whichever folder the check runs from."""
