@@ -260,12 +260,14 @@ def _is_unimplemented_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool
 
 def unimplemented(path: Path) -> bool:
     """True when ``path`` defines functions and every one of them only raises NotImplementedError."""
-    try:  # the parse the shape instrumenter and the rubric read next (``source.load`` keeps it)
-        tree = source.load(path).tree
+    try:  # the parse the rubric reads next (``source`` keeps it); a watch asks before every check
+        tree = source.tree(path)
     except (OSError, SyntaxError, ValueError):
         return False
-    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return bool(functions) and all(_is_unimplemented_body(f) for f in functions)
+    # the first written function ends the walk: a learner's save is decided after its first ``def``
+    functions = (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    first = next(functions, None)
+    return first is not None and _is_unimplemented_body(first) and all(_is_unimplemented_body(f) for f in functions)
 
 
 def names_unwritten(path: Path, names: Iterable[str]) -> bool:
