@@ -122,6 +122,7 @@ class Split:
             return None
         try:
             _run(mine, after_each=lambda: helper.relay(block=False))
+            _prepare_scores(session.config)  # while the helper runs its last tests
             helper.relay(block=True)
         finally:
             helper.stop()
@@ -296,6 +297,15 @@ def _run_plugin(config: pytest.Config) -> Any:
     from pytest_mlcanon.plugin import RUN_PLUGIN_NAME
 
     return config.pluginmanager.get_plugin(RUN_PLUGIN_NAME)
+
+
+def _prepare_scores(config: pytest.Config) -> None:
+    """The static part of the items' scores, computed now: they are read back when the run is scored,
+    and an error here is the scoring's to report, with its item."""
+    prepare = getattr(_run_plugin(config), "prepare_scores", None)
+    if prepare is not None:
+        with contextlib.suppress(Exception):
+            prepare()
 
 
 def _coverage_lines(config: pytest.Config) -> dict[str, list[int]] | None:

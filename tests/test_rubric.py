@@ -1277,3 +1277,25 @@ def test_a_value_updated_in_place_comes_from_the_step_not_the_helper_that_handed
     returned = recorder.origin(x)  # called by the test itself, it is what the test checked
     assert returned is not None and (returned.line, returned.call.function) == (lines.index("    return x") + 1,
                                                                                  "identity")
+
+
+def test_a_static_rule_is_computed_once_per_parse_and_display(tmp_path: Path) -> None:
+    from pytest_mlcanon.rubric import source as source_mod
+
+    calls: list[str] = []
+
+    @source_mod.per_source
+    def rule(source: source_mod.Source, option: object) -> tuple[str, ...]:
+        calls.append(source.display)
+        return (source.display,)
+
+    path = tmp_path / "m.py"
+    path.write_text("x = 1\n")
+    option = object()
+    first = rule(source_mod.load(path, "m.py"), option)
+    assert rule(source_mod.load(path, "m.py"), option) is first and calls == ["m.py"]  # a second load: same parse
+    rule(source_mod.load(path, "practice/m.py"), option)  # shown otherwise: its findings name another path
+    rule(source_mod.load(path, "m.py"), object())  # another option
+    path.write_text("x = 2\n")
+    rule(source_mod.load(path, "m.py"), option)  # a save: a new parse
+    assert calls == ["m.py", "practice/m.py", "m.py", "m.py"]

@@ -14,10 +14,10 @@ from pytest_mlcanon import catalog
 from pytest_mlcanon.layout import shown
 from pytest_mlcanon.rubric import api, explanation, numerics, shapes
 from pytest_mlcanon.rubric.model import Finding, ItemScore
-from pytest_mlcanon.rubric.scoring import ItemSources, load_sources, score
+from pytest_mlcanon.rubric.scoring import ItemSources, load_sources, prepare, score
 from pytest_mlcanon.settings import Settings
 
-__all__ = ["ItemScore", "ItemSources", "lint", "score"]
+__all__ = ["ItemScore", "ItemSources", "lint", "prepare", "score"]
 
 
 def lint(paths: Iterable[Path], settings: Settings, root: Path) -> list[Finding]:

@@ -19,7 +19,7 @@ from pytest_mlcanon.evidence import Timing
 from pytest_mlcanon.rubric import shape_grammar
 from pytest_mlcanon.rubric.model import AxisResult, Finding
 from pytest_mlcanon.rubric.rules import finding
-from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions, resolve, walk
+from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions, per_source, resolve, walk
 from pytest_mlcanon.settings import Settings
 
 DEPRECATED = {
@@ -135,6 +135,7 @@ def _element_loop(node: ast.AST, sizes: set[str] = frozenset(),  # type: ignore[
                for arg in loop.args)
 
 
+@per_source
 def static_findings(source: Source, item: Item | None) -> list[Finding]:
     """Every static API finding in one file (forbidden shortcuts need the item)."""
     out: list[Finding] = []

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pytest_mlcanon.rubric import shape_grammar, shapes
 from pytest_mlcanon.rubric.model import AxisResult, Finding
 from pytest_mlcanon.rubric.rules import finding
-from pytest_mlcanon.rubric.source import Source, walk
+from pytest_mlcanon.rubric.source import Source, per_source, walk
 from pytest_mlcanon.settings import Settings
 
 # A parenthesised group not directly after a name (``sigmoid(z)`` is a call): read with the shape
@@ -92,6 +92,7 @@ def _all_docstrings(tree: ast.Module) -> list[str]:
     return [doc for n in nodes if (doc := ast.get_docstring(n))]
 
 
+@per_source
 def findings_for(source: Source, settings: Settings) -> list[Finding]:
     """Every Explanation finding of one file."""
     out: list[Finding] = []

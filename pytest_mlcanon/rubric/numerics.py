@@ -16,7 +16,7 @@ from pytest_mlcanon.evidence import Location
 from pytest_mlcanon.rubric import correctness
 from pytest_mlcanon.rubric.model import AxisResult, Finding, Outcome
 from pytest_mlcanon.rubric.rules import finding
-from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions, walk
+from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions, per_source, walk
 from pytest_mlcanon.settings import Settings
 
 MASK_FILLERS = frozenset({"masked_fill", "masked_fill_", "where", "full", "full_like", "fill_", "new_full", "fill"})
@@ -309,6 +309,7 @@ def _element(node: ast.AST) -> bool:
         isinstance(n, ast.Slice) or (isinstance(n, ast.Constant) and n.value is Ellipsis) for n in ast.walk(node.slice))
 
 
+@per_source
 def static_findings(source: Source) -> list[Finding]:
     """Every static numerics finding in one file (less the forms the contract asks for in its module)."""
     out: list[Finding] = []

@@ -71,10 +71,7 @@ def score(evidence: ItemEvidence, sources: ItemSources, settings: Settings) -> I
     result.tests = _test_counts(outcomes, settings)
     result.timing = evidence.timing.as_dict() if evidence.timing is not None else {}
     files = {f: path for f, path in sources.files.items() if f in evidence.files}
-    keyed, problems = load_sources((f, path, sources.display(f)) for f, path in files.items())
-    # In a module shared with other items (#13 and #14 in nn/normalization.py) the static axes and the
-    # run-time shape comments judge only the item's own code (rubric.ownership).
-    own = [(f, ownership.for_item(source, item, f.removesuffix(".py"))) for f, source in keyed]
+    keyed, problems, own = _parsed(sources, files)
     parsed = [source for _, source in own]
     left_out = {f: ownership.left_out_lines(full, mine) for (f, full), (_, mine) in zip(keyed, own)}
     runtime, notes = shapes.runtime_findings(shape_runtime.merge(own, evidence.shapes), settings)
@@ -98,6 +95,29 @@ def score(evidence: ItemEvidence, sources: ItemSources, settings: Settings) -> I
         display = {str(path.resolve()): sources.display(f) for f, path in files.items()}
         result.coverage = {c.path: c.to_dict() for c in learner_coverage.summarize(executed, display)}
     return result
+
+
+def _parsed(sources: ItemSources, files: dict[str, Path]) -> tuple[list[tuple[str, Source]], list[Finding],
+                                                                   list[tuple[str, Source]]]:
+    """The item's files parsed (with a finding for each that does not parse) and, per file, the part the
+    item is judged on: in a module shared with other items (#13 and #14 in nn/normalization.py) the
+    static axes and the run-time shape comments judge only the item's own code (rubric.ownership)."""
+    keyed, problems = load_sources((f, path, sources.display(f)) for f, path in files.items())
+    own = [(f, ownership.for_item(source, sources.item, f.removesuffix(".py"))) for f, source in keyed]
+    return keyed, problems, own
+
+
+def prepare(sources: ItemSources, files: Iterable[str], settings: Settings) -> None:
+    """Compute the item's static findings ahead of its score, which reads them back (``per_source``):
+    they depend on its files only, so a check does this while it would otherwise wait."""
+    chosen = set(files)
+    _, _, own = _parsed(sources, {f: path for f, path in sources.files.items() if f in chosen})
+    for _, source in own:
+        shapes.check_source(source, settings)
+        shape_runtime.owner_lines(source)
+        numerics.static_findings(source)
+        api.static_findings(source, sources.item)
+        explanation.findings_for(source, settings)
 
 
 def _shown(outcome: Outcome, sources: ItemSources) -> Outcome:

@@ -19,7 +19,7 @@ from typing import Any
 from pytest_mlcanon.evidence import ShapeStatus, ShapeTrace
 from pytest_mlcanon.rubric import shape_grammar
 from pytest_mlcanon.rubric.shape_grammar import Shape, ShapeComment
-from pytest_mlcanon.rubric.source import Source, walk
+from pytest_mlcanon.rubric.source import Source, per_source, walk
 
 
 @dataclass(frozen=True)
@@ -357,6 +357,7 @@ class CommentVerdict:
     detail: str = ""
 
 
+@per_source
 def owner_lines(source: Source) -> dict[int, int]:
     """Annotated line -> first line of the innermost function holding it (0 for module level)."""
     owners: dict[int, int] = {}

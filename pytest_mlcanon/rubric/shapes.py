@@ -15,7 +15,15 @@ from pytest_mlcanon.rubric import shape_grammar
 from pytest_mlcanon.rubric.model import AxisResult, Finding
 from pytest_mlcanon.rubric.rules import finding
 from pytest_mlcanon.rubric.shape_runtime import CommentStatus, CommentVerdict
-from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions, statements_with_values, walk
+from pytest_mlcanon.rubric.source import (
+    Source,
+    call_name,
+    dotted,
+    functions,
+    per_source,
+    statements_with_values,
+    walk,
+)
 from pytest_mlcanon.settings import Settings
 
 ARRAY_MODULES = frozenset({"torch", "np", "numpy", "F", "nn", "jnp"})
@@ -263,6 +271,7 @@ class CommentCheck:
     findings: tuple[Finding, ...]
 
 
+@per_source
 def check_source(source: Source, settings: Settings) -> CommentCheck:
     """SHP001 for shape lines without a comment, SHP003 for malformed ones. The comment may sit on
     any line of a multi-line statement (``shape_grammar.statement_comment``)."""

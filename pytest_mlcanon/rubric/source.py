@@ -18,9 +18,13 @@ import hashlib
 import importlib.util
 import io
 import tokenize
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, wraps
 from pathlib import Path
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,29 @@ def load(path: Path, display: str | None = None) -> Source:
         raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
     parsed = _parse(hashlib.sha256(raw).hexdigest(), raw)
     return Source(path, display or str(path), *parsed)
+
+
+def per_source(rule: Callable[..., _T]) -> Callable[..., _T]:
+    """Remember ``rule(source, *args)`` in this process for the same parse of the same file (the tree
+    ``load``'s cache shares, or the item's part of it that ``ownership`` keeps) shown the same way, with
+    the same other arguments (by identity): a static rule's findings depend on nothing else. A check
+    computes them while it waits for its helper's last tests (``scoring.prepare``) and reads them when
+    it scores. The arguments are kept with the result, so an identity is never reused under a key."""
+    memo: dict[tuple[int, ...], tuple[tuple[Any, ...], _T]] = {}
+
+    @wraps(rule)
+    def remembered(source: Source, *args: Any) -> _T:
+        key = (id(source.tree), hash(source.display), *map(id, args))
+        hit = memo.get(key)
+        if hit is not None and hit[0][0] is source.tree and hit[0][1] == source.display:
+            return hit[1]
+        value = rule(source, *args)
+        if len(memo) >= 256:
+            memo.clear()
+        memo[key] = ((source.tree, source.display, *args), value)
+        return value
+
+    return remembered
 
 
 def decode(raw: bytes) -> str:

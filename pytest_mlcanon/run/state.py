@@ -119,6 +119,16 @@ class CanonRun:
     def state_of(self, slug: str) -> ItemState | None:
         return self.states.get(catalog.get(slug).number)
 
+    def prepare_scores(self) -> None:
+        """The static part of every runnable item's score, ahead of it (``rubric.prepare``: it depends on the
+        learner's files only): a split check computes it while its helper runs the last tests."""
+        from pytest_mlcanon import rubric
+
+        for state in self.states.values():
+            if state.pending:
+                rubric.prepare(rubric.ItemSources(state.item, self.impl.path, self.config.invocation_params.dir),
+                               state.files, self.settings)
+
     def evidence(self) -> list[ItemEvidence]:
         """Every item's evidence, once the tests have run."""
         coverage = self.measurement.stop() if self.measurement is not None else None
