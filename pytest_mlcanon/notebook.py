@@ -4,7 +4,9 @@ The cell's code becomes the learner's module for the item (``practice/posttrain/
 learner repo the notebook runs in; ``--module`` picks one of an item of several modules), and the
 check ``mlcanon check`` runs is made of it: the same report, the same record in
 ``.mlcanon/progress.json`` and ``.mlcanon/misslog.md``. An item not drilled yet is drilled first (its
-clock starts with this cell).
+clock starts with this cell). A file with work in it that this kernel's cells did not write (an editor
+did, or an earlier session) is copied to ``.mlcanon/attempts/`` before the cell replaces it, and the
+cell says where: a cell never throws away work.
 
 The check never runs in the kernel: a warm server process (``python -m pytest_mlcanon.warm``, started
 on the first cell and kept) warms up once per item and forks each check from itself, so the kernel's
@@ -25,6 +27,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -239,11 +242,34 @@ def run_cell(line: str, cell_code: str, cwd: Path) -> Checked:
             started = f"{cell.item.label}: drilled from this cell, attempt {begun.clock.attempt} (clock started)"
         target = sandbox.file(cell.module)
         target.parent.mkdir(parents=True, exist_ok=True)
+        kept = keep_other_work(sandbox, target, cell.module, cell_code)
         target.write_text(cell_code, encoding="utf-8")
+        _written_by_cells[target] = cell_code.encode("utf-8")
     except (drill.DrillError, StateError, SettingsError, NoReferenceError, OSError) as exc:
         raise CanonError(str(exc)) from None
+    started = "\n".join(note for note in (started, kept) if note)
     request = warm.Request((cell.item.slug,), str(root), str(sandbox.practice), cell.timeout_s)
     return Checked(cell, sandbox.show(target), started, server(root).ask(request))
+
+
+_written_by_cells: dict[Path, bytes] = {}  # what this kernel's cells last wrote to each file
+
+
+def keep_other_work(sandbox: Any, target: Path, module: str, cell_code: str) -> str:
+    """Copy ``target`` to ``.mlcanon/attempts/`` when it holds work this kernel's cells did not write (not
+    the cell's own code, not what the last cell wrote there, not an untouched stub); the note saying
+    where, or ``""``."""
+    from pytest_mlcanon import stubs
+
+    try:
+        current = target.read_bytes()
+    except OSError:
+        return ""
+    if current in (cell_code.encode("utf-8"), _written_by_cells.get(target)) or stubs.unimplemented(target):
+        return ""
+    copy = sandbox.archive(target, module, time.time())
+    return (f"{sandbox.show(target)} held work this notebook did not write; the cell replaced it, and a copy is "
+            f"kept at {sandbox.show(copy)}")
 
 
 def load(ipython: Any) -> None:

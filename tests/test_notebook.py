@@ -130,3 +130,22 @@ def _running(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+
+
+def test_a_cell_keeps_a_copy_of_work_it_did_not_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_mlcanon import cli, drill
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(notebook, "_written_by_cells", {})
+    assert cli.main(["drill", "detection/boxes"]) == 0
+    sandbox = drill.Sandbox(tmp_path, tmp_path / "practice")
+    target = sandbox.file("detection/boxes")
+    assert notebook.keep_other_work(sandbox, target, "detection/boxes", "x = 1\n") == ""  # a fresh stub
+    target.write_text("# my editor's work\nx = 0\n")
+    note = notebook.keep_other_work(sandbox, target, "detection/boxes", "x = 1\n")
+    (copy,) = (tmp_path / ".mlcanon" / "attempts").rglob("boxes.py")
+    assert copy.read_text() == "# my editor's work\nx = 0\n" and str(copy.relative_to(tmp_path)) in note
+    notebook._written_by_cells[target] = b"x = 1\n"
+    target.write_text("x = 1\n")  # what the last cell wrote: replaced without a copy
+    assert notebook.keep_other_work(sandbox, target, "detection/boxes", "x = 2\n") == ""
+    assert len(list((tmp_path / ".mlcanon" / "attempts").rglob("boxes.py"))) == 1
