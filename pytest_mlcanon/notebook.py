@@ -31,9 +31,12 @@ import time
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_mlcanon import catalog, warm
+
+if TYPE_CHECKING:
+    from pytest_mlcanon.drill import Sandbox
 
 MAGIC = "canon"
 
@@ -255,7 +258,7 @@ def run_cell(line: str, cell_code: str, cwd: Path) -> Checked:
 _written_by_cells: dict[Path, bytes] = {}  # what this kernel's cells last wrote to each file
 
 
-def keep_other_work(sandbox: Any, target: Path, module: str, cell_code: str) -> str:
+def keep_other_work(sandbox: Sandbox, target: Path, module: str, cell_code: str) -> str:
     """Copy ``target`` to ``.mlcanon/attempts/`` when it holds work this kernel's cells did not write (not
     the cell's own code, not what the last cell wrote there, not an untouched stub); the note saying
     where, or ``""``."""
