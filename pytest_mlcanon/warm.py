@@ -192,7 +192,7 @@ class Warmed:
         return () if self.log_options or asked else ("-p", "no:logging")
 
 
-class _SeenConfig:
+class _WarmUpRun:
     """A plugin of the warm-up's run: notes the ini file pytest read (the learner's, if any), and before
     pytest ends, rewrites the references the items' checks fall back on into the rewrite cache.
 
@@ -239,7 +239,7 @@ def warm_up(items: Sequence[catalog.Item], root: Path) -> Warmed:
     start = time.perf_counter()
     os.chdir(root)  # a warm process works in its learner repo, as each check does
     path = list(sys.path)
-    seen, durations = _SeenConfig(items), split.Durations()
+    seen, durations = _WarmUpRun(items), split.Durations()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         status = pytest.main([f"--canon-item={selector}", "--impl=canon_refs", "-q", "--color=no",
                               "-p", "no:cacheprovider"], plugins=[seen, durations])

@@ -551,7 +551,7 @@ def _updated_in_place(node: ast.stmt) -> list[ast.expr]:
 def _writes_in_place(node: ast.AST) -> bool:
     """An item assignment into a name or an augmented assignment of a name or attribute chain."""
     if isinstance(node, ast.AugAssign):
-        return bool(_updated_in_place(node) or _written_arrays([node.target]))
+        return dotted(node.target) is not None or bool(_written_arrays([node.target]))
     return isinstance(node, ast.Assign) and bool(_written_arrays([*node.targets]))
 
 

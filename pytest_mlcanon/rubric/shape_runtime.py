@@ -235,8 +235,9 @@ def _match_values(entries: Sequence[tuple[Shape, ...]], values: Sequence[Any],
     """Match each value against its entry's alternatives; the bindings the matches add."""
     added: dict[str, int] = {}
     for alternatives, value in zip(entries, values):
-        if groups := _groups_naming(alternatives, value):
-            added.update(_match_fields(groups, _fields(value) or {}, {**bindings, **added}))
+        fields = _fields(value)
+        if groups := _groups_naming(alternatives, fields):
+            added.update(_match_fields(groups, fields or {}, {**bindings, **added}))
             continue
         actual = shape_of(value)
         if actual is None:
@@ -263,11 +264,10 @@ def _fields(value: Any) -> dict[str, Any] | None:
     return None
 
 
-def _groups_naming(alternatives: Sequence[Shape], value: Any) -> list[Shape]:
-    """The labelled tuples among ``alternatives`` that name a key (or field) of ``value``, a dict or a
-    dataclass instance: ``out = {"loss": ..., "margin": ...}  # (loss (), margin (B,))``. A label that
-    names no key is words, not checked; a value that is no dict or dataclass has no groups by name."""
-    fields = _fields(value)
+def _groups_naming(alternatives: Sequence[Shape], fields: dict[str, Any] | None) -> list[Shape]:
+    """The labelled tuples among ``alternatives`` that name one of ``fields`` (a dict's keys or a dataclass
+    instance's fields, ``_fields``): ``out = {"loss": ..., "margin": ...}  # (loss (), margin (B,))``. A
+    label that names no key is words, not checked; a value that is no dict or dataclass has no groups."""
     if not fields:
         return []
     return [shape for shape in alternatives if shape.kind == "group" and any(label in fields for label in shape.labels)]
@@ -316,7 +316,7 @@ def match_comment(comment: ShapeComment, values: Sequence[Any], bindings: dict[s
         entries = list(comment.values)
     else:
         entries = list(comment.values)
-    if not any(shape_of(v) is not None or _groups_naming(e, v) for e, v in zip(entries, values)):
+    if not any(shape_of(v) is not None or _groups_naming(e, _fields(v)) for e, v in zip(entries, values)):
         return None
     return _match_values(entries, values, bindings)
 

@@ -53,12 +53,17 @@ class SourceError(ValueError):
 
 def load(path: Path, display: str | None = None) -> Source:
     """Parse ``path``; raises SourceError on a syntax error or an unreadable file."""
+    parsed = _parse(*_read(path))
+    return Source(path, display or str(path), *parsed)
+
+
+def _read(path: Path) -> tuple[str, bytes]:
+    """The file's bytes and their digest (the key of the parse caches); SourceError when unreadable."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
-    parsed = _parse(hashlib.sha256(raw).hexdigest(), raw)
-    return Source(path, display or str(path), *parsed)
+    return hashlib.sha256(raw).hexdigest(), raw
 
 
 def per_source(rule: Callable[..., _T]) -> Callable[..., _T]:
@@ -104,11 +109,7 @@ def read_text(path: Path) -> str:
 def tree(path: Path) -> ast.Module:
     """Only the AST of ``path`` (the same object :func:`load` keeps for these bytes, without its comments
     and aliases, which cost three times the parse); raises SourceError as :func:`load` does."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
-    return _tree(hashlib.sha256(raw).hexdigest(), raw)[1]
+    return _tree(*_read(path))[1]
 
 
 @lru_cache(maxsize=256)
