@@ -23,9 +23,10 @@ EXIT_OK = 0
 EXIT_HARNESS = 70
 #: pytest plugins a job does not need; ``unraisableexception`` alone costs five full ``gc.collect()``
 #: passes over torch's heap at exit, and ``logging`` (log capture, which no grade reads) 0.03 s of a
-#: DPO job's 0.5 s.
+#: DPO job's 0.5 s. The canon's tests use no subtests, and a job never plans or shows its fixtures
+#: (``unittest`` stays: it is what turns a ``unittest.SkipTest`` into a skip).
 UNUSED_PLUGINS = ("cacheprovider", "unraisableexception", "threadexception", "doctest", "junitxml", "pastebin",
-                  "stepwise", "logging")
+                  "stepwise", "logging", "subtests", "setuponly", "setupplan")
 
 
 @dataclass(frozen=True)

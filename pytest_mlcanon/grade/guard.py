@@ -15,7 +15,8 @@ A held event is reported on the channel (``violation`` frames, ``INT1xx`` codes)
 
 The tamper check compares, after each test's teardown, the identity of the comparison functions
 (``torch.testing.assert_close``, ``numpy.testing.assert_allclose``...), pytest's reporting path and a
-few builtins with a snapshot taken before the first test, and the set of registered pytest plugins.
+few builtins with a snapshot taken before the first test; each pytest plugin is checked as it is
+registered, and the whole set again when the session ends.
 Code in the same process could in principle defeat both; that is why the static scan flags the
 primitives such an attack needs, and why the parent decides correctness by its own comparison.
 """
@@ -222,9 +223,9 @@ class Guard:
         self._globals += [(name, namespace, attr, value) for attr, value in list(namespace.items())
                           if not attr.startswith("__") and (callable(value) or inspect.ismodule(value))]
 
-    def check(self, plugins: Iterable[Any]) -> None:
-        """Report (once each) every watched function that changed, and every pytest plugin defined in
-        a learner file."""
+    def check(self, plugins: Iterable[Any] = ()) -> None:
+        """Report (once each) every watched function that changed, and every pytest plugin of
+        ``plugins`` defined in a learner file (``plugin_registered`` sees each as it is registered)."""
         # identity by ``is``, not ``id()``: every ``id()`` call is an audit event, and this runs after each test
         for name, original in self._watched.items():
             if resolve(name) is not original and name not in self._reported_tamper:
@@ -235,13 +236,17 @@ class Guard:
                 self._reported_tamper.add(f"{owner}.{attr}")
                 self.report("INT106", f"`{owner}.{attr}` was replaced")
         for plugin in plugins:
-            if any(plugin is seen for seen in self._plugins_seen):
-                continue
-            self._plugins_seen.append(plugin)
-            module = plugin if inspect.ismodule(plugin) else sys.modules.get(type(plugin).__module__)
-            filename = os.path.realpath(getattr(module, "__file__", None) or "")
-            if filename.startswith(self.learner_prefix):
-                self.report("INT106", f"registered a pytest plugin from {filename.removeprefix(self.job_prefix)}")
+            self.plugin_registered(plugin)
+
+    def plugin_registered(self, plugin: Any) -> None:
+        """Report ``plugin`` (once) when it is defined in a learner file."""
+        if any(plugin is seen for seen in self._plugins_seen):
+            return
+        self._plugins_seen.append(plugin)
+        module = plugin if inspect.ismodule(plugin) else sys.modules.get(type(plugin).__module__)
+        filename = os.path.realpath(getattr(module, "__file__", None) or "")
+        if filename.startswith(self.learner_prefix):
+            self.report("INT106", f"registered a pytest plugin from {filename.removeprefix(self.job_prefix)}")
 
 
 def resolve(dotted: str) -> Any:

@@ -42,7 +42,9 @@ from pytest_mlcanon.grade.values import (
     encode_unverifiable,
     map_leaves,
 )
+from pytest_mlcanon.plugin import RUN_PLUGIN_NAME
 from pytest_mlcanon.redirect import REF_PACKAGE
+from pytest_mlcanon.run.state import CanonRun
 
 Modules = Callable[[str], "ModuleType | None"]
 #: An answer larger than this is replaced by an error (the verifier keeps no case whose answer is
@@ -62,7 +64,16 @@ class ReplayPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        self.run()
+        run = session.config.pluginmanager.get_plugin(RUN_PLUGIN_NAME)
+        recorder = getattr(run, "recorder", None) if isinstance(run, CanonRun) else None
+        if recorder is None:
+            self.run()
+            return
+        recorder.paused = True  # the cases are not tests: checking their shapes would only cost time
+        try:
+            self.run()
+        finally:
+            recorder.paused = False
 
     def run(self) -> None:
         """Answer every case once (also called when no session starts: a usage error)."""

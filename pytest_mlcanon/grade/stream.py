@@ -5,7 +5,7 @@ the parent decodes the evidence, applies its trust policy and scores it (``asses
 
 Thin hooks only: outcomes come from the run's record job (already folded over the setup, call and
 teardown phases), the evidence from the run's state; the guard's tamper check runs after every
-teardown.
+teardown, and sees every plugin as it is registered.
 """
 
 from __future__ import annotations
@@ -31,6 +31,11 @@ class StreamPlugin:
     def pytest_configure(self, config: pytest.Config) -> None:
         self.config = config
 
+    def pytest_plugin_registered(self, plugin: Any) -> None:
+        """Every plugin as it is registered (those before this one too: the hook is historic)."""
+        if self.guard is not None:
+            self.guard.plugin_registered(plugin)
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.channel.send("collected", tests=[[_slug(item.user_properties), item.nodeid] for item in session.items])
         if self.guard is not None:
@@ -47,8 +52,8 @@ class StreamPlugin:
         outcome = state.outcomes.get(report.nodeid) if state is not None else None
         if outcome is not None:
             self.channel.send("outcome", item=slug, outcome=outcome.to_json())
-        if report.when == "teardown" and self.guard is not None and self.config is not None:
-            self.guard.check(self.config.pluginmanager.get_plugins())
+        if report.when == "teardown" and self.guard is not None:
+            self.guard.check()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
