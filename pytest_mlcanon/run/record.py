@@ -83,6 +83,7 @@ class Record:
             yield
             return
         recorder.reset()
+        recorder.watch_nonfinite = "numerics_probe" in item.keywords  # NUM100 reads it for probes only
         try:
             outcome = yield
             origin = value_origin(recorder, outcome.excinfo, state.by_path)
