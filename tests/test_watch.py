@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_mlcanon import catalog, cli, warm
+from pytest_mlcanon.commands import watch as watch_command
 from pytest_mlcanon.commands.watch import Watched, watched_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,7 +73,8 @@ def drilled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_every_save_is_checked_and_a_broken_file_ends_only_its_check(drilled: Path) -> None:
     root = drilled.parents[2]
-    watch = Watch(root, "detection/boxes", "--timeout", "4")
+    # the per-test limit off: this hang is stopped by the watch itself, the last resort (test_limit below)
+    watch = Watch(root, "detection/boxes", "--timeout", "4", "--canon-test-timeout=0")
     try:
         assert watch.until("ready").startswith("ready (")
         save(drilled, GOOD_BOXES)
@@ -240,6 +242,14 @@ def test_checks_keep_pytest_logging_only_when_the_learner_configures_it() -> Non
     for asked in (["--log-level=INFO"], ["-o", "log_cli=true"], ["--override-ini=log_cli=true"], ["-p", "logging"]):
         assert lean.lean_args(asked) == (), asked
     assert warm.Warmed(0, 1.0, "", log_options=True).lean_args() == ()  # the learner's ini sets log_cli
+
+
+def test_a_test_computing_without_end_is_stopped_at_half_the_timeout_unless_the_learner_says() -> None:
+    # the run's watchdog then names the line it was on, before the watch must stop the whole check
+    assert watch_command.test_limit(10.0, ()) == ("--canon-test-timeout=5",)
+    assert watch_command.test_limit(15.0, ("-q",)) == ("--canon-test-timeout=7.5",)
+    assert watch_command.test_limit(10.0, ("--canon-test-timeout=30",)) == ()
+    assert watch_command.test_limit(10.0, ("--canon-test-timeout", "30")) == ()
 
 
 def test_the_default_timeout_is_whole_seconds_ten_times_the_warm_up_at_least_ten() -> None:
