@@ -63,9 +63,7 @@ RULES: tuple[Rule, ...] = (
          "the interview's first question is whether it works, edge cases included",
          "return margin  # computed as rejected - chosen", "return margin  # chosen - rejected, as the spec",
          message="{test} {outcome}: {detail}",
-         hint="debug it alone with `pytest --canon-item={item} -k {keyword}` (its name says which behaviour it "
-         "checks); a -k run is partial, neither scored nor recorded as an attempt, so run the whole check "
-         "(`mlcanon check {item}`) to record it",
+         hint="run it alone: `pytest --canon-item={item} -k {keyword}` (a partial run, not recorded)",
          miss=None),
     Rule("COR002", "correctness", "a public name of the item's API is missing from your module, or a test cannot call "
          "it with the API's signature (a TypeError at the call: a missing keyword, a wrong number of arguments), "
