@@ -85,6 +85,10 @@ def test_every_save_is_checked_and_a_broken_file_ends_only_its_check(drilled: Pa
         save(drilled, EXITS)
         exited = watch.until(VERDICT)
         assert exited.startswith(f"{VERDICT}exited: the process exited (status 0)") and "Nothing recorded" in exited
+        save(drilled, GOOD_BOXES + "\n\ndef box_area(boxes:\n")  # mid-edit: no check, no miss logged
+        mid_edit = watch.until("── ")
+        assert "saved practice/detection/boxes.py: not checked: practice/detection/boxes.py does not parse (line " \
+            in mid_edit and "SyntaxError" in mid_edit and mid_edit.endswith("(nothing recorded; save it whole to check) ──")
         save(drilled, HANGS)
         hung = watch.until(VERDICT, timeout=60)
         assert hung.startswith(f"{VERDICT}timed out: still running after 4 s") and "Nothing recorded" in hung

@@ -7,7 +7,8 @@ while a check runs restarts it. A test that computes without end is stopped afte
 seconds of CPU time (--timeout: by default ten times the reference run, at least 10 s) and fails,
 naming the line it was on, as under ``mlcanon check``; the item's other tests then fail at once. A file
 that crashes, exits, or waits without computing (a sleep) ends that check only (the wait is stopped
-after --timeout seconds); such a check is partial and records nothing. A failing test shows pytest's short traceback (``--tb=short``:
+after --timeout seconds); such a check is partial and records nothing. A save that does not parse (mid
+edit) is not checked, and records nothing. A failing test shows pytest's short traceback (``--tb=short``:
 where it failed and why, not the source of every function on the way), so the verdict stays in
 sight; the report and the verdict are those of ``mlcanon check``. Extra arguments go to pytest, as
 with ``mlcanon check`` (``--tb=long`` for the full tracebacks, ``-q``; a check narrowed by ``-k`` or
@@ -163,6 +164,11 @@ def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace, ex
                 # a fresh stub (`mlcanon drill` again): a check would only log "unimplemented" as a miss
                 print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: a fresh stub, not checked ──", flush=True)
                 continue
+            broken = unparsed(watched.files)
+            if broken:  # a save mid-edit (an editor's auto-save): a check would log "does not import" as a miss
+                print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: not checked: {sandbox.show(broken[0])} "
+                      f"{broken[1]} (nothing recorded; save it whole to check) ──", flush=True)
+                continue
             print(f"\n── {time.strftime('%H:%M:%S')} saved {names}: checking {labels} ──", flush=True)
             result = warm.check(argv, sandbox.root, report, timeout, cancelled=watched.dirty, extra=extra,
                                 ready=ready)
@@ -177,6 +183,21 @@ def _watch(items: Sequence[Item], sandbox: Sandbox, args: argparse.Namespace, ex
     finally:
         if ready is not None:
             ready.discard()
+
+
+def unparsed(files: Sequence[Path]) -> tuple[Path, str] | None:
+    """The first of ``files`` that exists and does not parse, and why (``does not parse (line 12:
+    SyntaxError: ...)``); None when every one parses. The parse is the one the stub check keeps."""
+    from pytest_mlcanon.rubric import source
+
+    for path in files:
+        if not path.is_file():
+            continue
+        try:
+            source.tree(path)
+        except source.SourceError as exc:
+            return path, f"does not parse (line {exc.line}: {exc})" if exc.line else f"does not parse ({exc})"
+    return None
 
 
 def test_limit(timeout_s: float, extra: Sequence[str]) -> tuple[str, ...]:
