@@ -141,6 +141,8 @@ def test_an_empty_repo_is_sixty_new_items(tmp_path: Path) -> None:
     assert not (tmp_path / ".mlcanon").exists()  # reading creates nothing
     text = page.render(board)
     assert "No timed attempt yet" in text and "No mock session recorded yet" in text
+    assert "<b>0 min</b><span>drilled to green</span>" in text  # minutes below an hour, never "0.0 h"
+    assert "passed, review later (0)" in text  # the legend's state, not the header's count of passes
 
 
 # -- the page ------------------------------------------------------------------------------------------

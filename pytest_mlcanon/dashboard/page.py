@@ -64,10 +64,10 @@ def render(board: Dashboard) -> str:
 
 
 def _tiles(board: Dashboard) -> str:
-    hours = board.drilled_min / 60
+    drilled = f"{board.drilled_min / 60:.1f} h" if board.drilled_min >= 60 else f"{board.drilled_min:.0f} min"
     tiles = [(f"{board.attempted}/{len(board.items)}", "items attempted"), (str(board.passed), "passed"),
              (str(board.count(State.DUE, State.FAILED)), "due now"), (str(board.count(State.DRILLING)), "drilling"),
-             (str(board.checks), "checks"), (f"{hours:.1f} h", "drilled to green")]
+             (str(board.checks), "checks"), (drilled, "drilled to green")]
     body = "".join(f"<div class='tile'><b>{escape(value)}</b><span>{escape(label)}</span></div>"
                    for value, label in tiles)
     return f"<div class='tiles' id='summary'>{body}</div>"
