@@ -45,6 +45,10 @@ class CanonError(Exception):
     """Bad input to ``%%canon``, or a check that could not run: shown as one line, the kernel untouched."""
 
 
+class Help(CanonError):
+    """``%%canon --help``: the message is the help, shown as the cell's output (the cell does not fail)."""
+
+
 class Interrupted(CanonError):
     """The kernel was interrupted during a check: the check and its server were stopped."""
 
@@ -112,11 +116,17 @@ def _close_all() -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="%%canon", add_help=False, exit_on_error=False)
-    parser.add_argument("item")
-    parser.add_argument("--module", default=None)
-    parser.add_argument("--practice", default=None)
-    parser.add_argument("--timeout", type=float, default=None)
+    parser = argparse.ArgumentParser(
+        prog="%%canon", add_help=False, exit_on_error=False,
+        description="Check the cell's code as your module for one canon item, as `mlcanon check` does (drilling "
+        "the item first if needed), in a warm process forked per cell.")
+    parser.add_argument("item", metavar="ITEM", help="a slug or a number: posttrain/dpo, 55")
+    parser.add_argument("--module", default=None, metavar="M",
+                        help="which of the item's modules the cell is (items of several modules)")
+    parser.add_argument("--practice", default=None, metavar="DIR",
+                        help="the practice directory (default: the one the item was drilled in)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S",
+                        help="stop a check still running after S seconds (it records nothing)")
     return parser
 
 
@@ -135,7 +145,10 @@ def parse(line: str) -> Cell:
     from pytest_mlcanon import drill
 
     try:
-        args = _parser().parse_args(shlex.split(line))
+        words = shlex.split(line)
+        if "-h" in words or "--help" in words:
+            raise Help(_parser().format_help())
+        args = _parser().parse_args(words)
     except (argparse.ArgumentError, ValueError) as exc:
         raise CanonError(f"usage: %%canon ITEM [--module M] [--practice DIR] [--timeout S] ({exc})") from None
     except SystemExit:  # argparse's exit on a missing argument, whatever exit_on_error says
@@ -280,9 +293,12 @@ def load(ipython: Any) -> None:
 
     from IPython.core.error import UsageError
 
-    def canon(line: str, cell: str) -> Checked:
+    def canon(line: str, cell: str) -> Checked | None:
         try:
             return run_cell(line, cell, Path.cwd())
+        except Help as shown:  # asked for: printed, and the cell does not fail
+            print(shown)
+            return None
         except CanonError as exc:  # one line, no traceback, and the cell fails: "Run all" stops here
             raise UsageError(f"%%canon: {exc}") from None
 

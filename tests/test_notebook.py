@@ -84,6 +84,9 @@ def test_the_magic_line_is_checked_before_anything_runs() -> None:
                 "posttrain/dpo --bogus"):
         with pytest.raises(notebook.CanonError):
             notebook.parse(bad)
+    for asked in ("--help", "-h", "posttrain/dpo --help"):  # the help, shown rather than failed
+        with pytest.raises(notebook.Help, match=r"(?s)usage: %%canon .*ITEM.*--module M.*--practice DIR.*--timeout S"):
+            notebook.parse(asked)
 
 
 def test_no_server_is_left_behind(tmp_path: Path) -> None:
