@@ -216,17 +216,15 @@ def numeric_grad(f: Callable[[], float], x: np.ndarray, h: float = TOL.FD_STEP) 
     """
     if x.dtype != np.float64:
         raise ValueError(f"x must be float64 for finite differences, got {x.dtype}")
-    grad = np.zeros_like(x)
-    flat_x = x.reshape(-1)
-    flat_g = grad.reshape(-1)
-    for i in range(flat_x.size):
-        saved = flat_x[i]
-        flat_x[i] = saved + h
+    grad = np.zeros(x.shape, dtype=np.float64)
+    for index in np.ndindex(x.shape):  # x itself, whatever its layout (a transposed view is not reshaped to a copy)
+        saved = x[index]
+        x[index] = saved + h
         plus = float(f())
-        flat_x[i] = saved - h
+        x[index] = saved - h
         minus = float(f())
-        flat_x[i] = saved
-        flat_g[i] = (plus - minus) / (2.0 * h)
+        x[index] = saved
+        grad[index] = (plus - minus) / (2.0 * h)
     return grad
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_mlcanon.testing import assert_close, eps, returns_within, tolerance
+from pytest_mlcanon.testing import assert_close, assert_grad_matches, eps, numeric_grad, returns_within, tolerance
 
 
 def test_tolerance_scales_with_dtype_magnitude_and_condition() -> None:
@@ -121,3 +121,17 @@ def test_an_endless_loop_fails_instead_of_hanging() -> None:
     assert signal.getsignal(signal.SIGPROF) == before and signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
     with returns_within(0.2, "a quick call"):
         assert sum(range(1000)) == 499500
+
+
+def test_finite_differences_reach_an_array_of_any_layout() -> None:
+    # blind round 34: weights kept as a transposed view (not C-contiguous) got an all-zero numeric gradient,
+    # so a correct MLP failed its gradient check: the probe nudged a reshaped copy, not the array
+    weights = (np.arange(6.0).reshape(3, 2) + 1.0).T
+    assert not weights.flags.c_contiguous
+    before = weights.copy()
+    numeric = numeric_grad(lambda: float((weights**2).sum()), weights)
+    np.testing.assert_allclose(numeric, 2 * weights, rtol=1e-6)
+    np.testing.assert_array_equal(weights, before)  # every entry restored
+    assert_grad_matches(lambda: float((weights**3).sum()), weights, 3 * weights**2)
+    with pytest.raises(AssertionError, match="analytic gradient off"):
+        assert_grad_matches(lambda: float((weights**3).sum()), weights, 2 * weights**2)
