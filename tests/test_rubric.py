@@ -1298,3 +1298,32 @@ def test_a_static_rule_is_computed_once_per_parse_and_display(tmp_path: Path) ->
     path.write_text("x = 2\n")
     rule(source_mod.load(path, "m.py"), option)  # a save: a new parse
     assert calls == ["m.py", "practice/m.py", "m.py", "m.py"]
+
+
+def test_a_scalar_an_argument_and_a_self_normalised_line_need_no_comment(tmp_path: Path) -> None:
+    # blind round 34: a 0-d creation (its shape is ()), an array made only as an argument of a function
+    # (the line binds the callee's result), and x OP x.reduce(dim, keepdim=True), which keeps x's shape
+    findings = _lint(tmp_path, DOC + '''
+import numpy as np
+import torch
+
+def helper(a, b):
+    """(n,), (n,) -> (n,)"""
+    return a + b  # (n,)
+
+def f(x, e, logits, action):
+    """(B, T) -> (B, T)"""
+    fill = torch.zeros((), dtype=x.dtype)
+    neg = torch.tensor(-1e9)
+    out = helper(x, torch.tensor([action]))
+    p = e / e.sum(dim=-1, keepdim=True)
+    q = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+    r = x - x.max(dim=-1, keepdim=True).values
+    h = helper(x @ x.T, x)
+    s = x / e.sum(dim=-1, keepdim=True)
+    t = torch.zeros(3)
+    return torch.where(x > 0, p + q + r + fill + neg, out)  # (B, T)
+''')
+    shp = [(f.code, f.line) for f in findings if f.code.startswith("SHP")]
+    # still shape lines: a contraction inside a call's argument, a reduction of another array, a sized creation
+    assert shp == [("SHP001", 19), ("SHP001", 20), ("SHP001", 21)], shp

@@ -126,6 +126,16 @@ def _rule_for(value: ast.expr, submodules: set[str]) -> str | None:
             stack.append((node.slice, True))
             stack.append((node.value, in_index))
             continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            # f(x, torch.tensor([a])): an array made as an argument is the callee's input, not the value bound
+            # (the callee's result, whose shape the line's comment would describe); "in_index" hides its R1 alike
+            stack.extend((child, True) for child in reversed([*node.args, *(k.value for k in node.keywords)]))
+            continue
+        if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
+            kept = _keeps_shape_of(node)
+            if kept is not None:  # e / e.sum(dim=-1, keepdim=True): e's shape, by broadcasting
+                stack.extend((child, in_index) for child in kept)
+                continue
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RECEIVER_SHAPED:
             stack.append((node.func.value, in_index))
             continue
@@ -153,6 +163,8 @@ def _node_rule(node: ast.AST, submodules: set[str]) -> str | None:
     if name in CONVERSIONS and is_module_call and _converts_a_value(node):
         return None
     if name in SIZED_CREATORS and _empty_creation(node):
+        return None
+    if name in CREATORS and _scalar_creation(node, name):
         return None
     if name.endswith("_like"):
         return None  # the shape of its argument, by definition: a shape-preserving line
@@ -202,6 +214,40 @@ def _empty_creation(node: ast.expr) -> bool:
     for arg in [*node.args, *(k.value for k in node.keywords if k.arg in {"size", "shape"})]:
         sizes.extend(arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg])
     return any(isinstance(a, ast.Constant) and a.value == 0 and not isinstance(a.value, bool) for a in sizes)
+
+
+def _scalar_creation(node: ast.Call, name: str) -> bool:
+    """A 0-d creation: an empty size (``torch.zeros(())``, ``torch.full((), v)``) or one number
+    (``torch.tensor(0.0)``, ``torch.tensor(-1e9)``): its shape is ``()``, which a comment would only repeat."""
+    if name in SIZED_CREATORS:
+        sizes = [*node.args[:1], *(k.value for k in node.keywords if k.arg in {"size", "shape"})]
+        return bool(sizes) and all(isinstance(a, (ast.Tuple, ast.List)) and not a.elts for a in sizes)
+    first = node.args[0] if node.args else None
+    if isinstance(first, ast.UnaryOp) and isinstance(first.op, (ast.USub, ast.UAdd)):
+        first = first.operand
+    return name in {"tensor", "array", "asarray", "as_tensor"} and isinstance(first, ast.Constant) and isinstance(
+        first.value, (int, float)) and not isinstance(first.value, bool)
+
+
+def _keeps_shape_of(node: ast.BinOp) -> list[ast.expr] | None:
+    """For ``x OP r`` where ``r`` reduces ``x`` itself with ``keepdim=True`` (``e / e.sum(dim=-1, keepdim=True)``,
+    ``x - x.amax(-1, keepdims=True)``, ``logits - torch.logsumexp(logits, -1, keepdim=True)``, also through
+    ``.values``): the line keeps ``x``'s shape. Returns the parts still to look into (``x`` and what ``r``
+    reduces), or None for any other operation."""
+    for reduced, other in ((node.right, node.left), (node.left, node.right)):
+        call = reduced.value if isinstance(reduced, ast.Attribute) and reduced.attr == "values" else reduced
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call_name(call) in REDUCTIONS):
+            continue
+        if not any(k.arg in {"keepdim", "keepdims"} and isinstance(k.value, ast.Constant) and k.value.value is True
+                   for k in call.keywords):
+            continue
+        base = dotted(call.func.value)
+        operand = call.args[0] if base is not None and base.split(".", 1)[0] in ARRAY_MODULES and call.args \
+            else call.func.value
+        name = _root_name(operand)
+        if name is not None and name == _root_name(other) and ast.dump(operand) == ast.dump(other):
+            return [other, operand]
+    return None
 
 
 def _indexes_with_none(index: ast.expr) -> bool:
