@@ -173,7 +173,8 @@ RULES: tuple[Rule, ...] = (
          "for i in range(len(a)):\n    for j in range(len(b)): d[i, j] = ((a[i] - b[j]) ** 2).sum()",
          "d = (a**2).sum(1)[:, None] - 2 * a @ b.T + (b**2).sum(1)[None, :]",
          message="Python double loop over tensor elements where the item expects vectorised code",
-         hint="broadcast instead: a[:, None, :] - b[None, :, :], or one matmul",
+         hint="vectorise the loop that is not a recurrence: broadcast (a[:, None, :] - b[None, :, :]), one "
+         "matmul, or a whole-row operation; a loop over time steps that each need the last one may stay",
          miss="Python loop over elements"),
     Rule("API004", "api", "a deprecated API", "it signals stale knowledge and may be gone in the next release",
          "torch.symeig(a)", "torch.linalg.eigh(a)",
