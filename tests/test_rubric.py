@@ -1327,3 +1327,16 @@ def f(x, e, logits, action):
     shp = [(f.code, f.line) for f in findings if f.code.startswith("SHP")]
     # still shape lines: a contraction inside a call's argument, a reduction of another array, a sized creation
     assert shp == [("SHP001", 19), ("SHP001", 20), ("SHP001", 21)], shp
+
+
+def test_one_shape_on_several_targets_describes_what_they_were_unpacked_from() -> None:
+    # blind round 34: `lo, hi = np.quantile(x, [a, b])  # (2,)` (#59's Annotate line: quantiles (2,)) was
+    # never checked, so the line counted as never executed
+    lo, hi = np.quantile(np.arange(10.0), [0.1, 0.9])
+    assert shape_runtime.match_comment(shape_grammar.parse("(2,)"), [lo, hi], {}) == {}
+    assert shape_runtime.match_comment(shape_grammar.parse("(n,)"), [lo, hi], {}) == {"n": 2}
+    q, k = np.zeros((2, 3, 4)), np.zeros((2, 3, 4))
+    assert shape_runtime.match_comment(shape_grammar.parse("(B, T, d)"), [q, k], {}) == {"B": 2, "T": 3, "d": 4}
+    # neither reading fits: nothing is checked (C4 asks for a shape per target), as before
+    assert shape_runtime.match_comment(shape_grammar.parse("(7,)"), [lo, hi], {}) is None
+    assert shape_runtime.match_comment(shape_grammar.parse("(2,)"), [q, np.zeros(3)], {}) is None

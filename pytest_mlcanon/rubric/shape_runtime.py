@@ -310,7 +310,7 @@ def match_comment(comment: ShapeComment, values: Sequence[Any], bindings: dict[s
         if len(values) == 1 and isinstance(values[0], tuple) and len(values[0]) == len(comment.values):
             values = list(values[0])
         elif len(comment.values) == 1 and len(values) > 1:
-            return None
+            return _one_shape_for_several(comment.values[0], values, bindings)
         else:
             raise Mismatch(f"the comment lists {len(comment.values)} shape(s) for {len(values)} value(s)")
         entries = list(comment.values)
@@ -319,6 +319,31 @@ def match_comment(comment: ShapeComment, values: Sequence[Any], bindings: dict[s
     if not any(shape_of(v) is not None or _groups_naming(e, _fields(v)) for e, v in zip(entries, values)):
         return None
     return _match_values(entries, values, bindings)
+
+
+@dataclass(frozen=True)
+class _Unpacked:
+    """The value several targets were unpacked from, as far as its shape goes."""
+
+    shape: tuple[int, ...]
+
+
+def _one_shape_for_several(alternatives: tuple[Shape, ...], values: list[Any],
+                           bindings: dict[str, int]) -> dict[str, int] | None:
+    """``lo, hi = np.quantile(x, [a, b])  # (2,)``: one shape on several targets of one shape describes the
+    value they were unpacked from, or (as ``each`` would) every one of them. The first reading that fits
+    confirms the line; when neither does, nothing is checked (C4 asks for a shape per target)."""
+    shapes = [shape_of(v) for v in values]
+    if any(s is None or s[0] == "list" for s in shapes) or len({s[1] for s in shapes if s is not None}) != 1:
+        return None
+    first = shapes[0]
+    element = tuple(first[1]) if first is not None and isinstance(first[1], tuple) else ()
+    for form in ([_Unpacked((len(values), *element))], values):
+        try:
+            return _match_values([alternatives] * len(form), form, bindings)
+        except Mismatch:
+            continue
+    return None
 
 
 def describe(value: Any) -> str:
