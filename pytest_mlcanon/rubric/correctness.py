@@ -81,7 +81,7 @@ def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *, co
     ran = [o for o in tests if o.ran]
     if not ran:
         findings.append(_nothing_ran([o for o in outcomes if o.probe and o.ran], place))
-    why = _why(len(failed), sum(1 for o in outcomes if o.ran and not o.recheck), len(ran), missing, signatures)
+    why = _why(len(failed), sum(1 for o in ran if not o.recheck), missing, signatures)
     if recheck is not None:
         findings.append(finding("REC001", recheck_place, 0, outcome=recheck.outcome,
                                 problems="; ".join(recheck.problems)))
@@ -89,10 +89,11 @@ def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *, co
     return AxisResult(not why, tuple(findings), _contract_notes(advice), why)
 
 
-def _why(failed: int, ran: int, counted: int, problems: list[Finding], signatures: list[Finding]) -> str:
-    """What failed the axis, for the verdict: ``8 of 39 tests`` (of every test of the item that ran,
-    as pytest counts them), ``a public name is missing``..."""
-    reasons = [f"{failed} of {ran} tests"] if failed else [] if counted else ["no reference test ran"]
+def _why(failed: int, ran: int, problems: list[Finding], signatures: list[Finding]) -> str:
+    """What failed the axis, for the verdict: ``8 of 39 tests`` (of the item's tests that count toward
+    Correctness and ran: the numerics probes and the input-check advice have their own lines, so the
+    two numbers are of one kind), ``a public name is missing``..."""
+    reasons = [f"{failed} of {ran} tests"] if failed else [] if ran else ["no reference test ran"]
     names = sum(1 for f in problems if f.code == "COR002")
     if names:
         reasons.append("a public name is missing" if names == 1 else f"{names} public names are missing")
