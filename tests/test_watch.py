@@ -248,10 +248,11 @@ def test_checks_keep_pytest_logging_only_when_the_learner_configures_it() -> Non
     assert warm.Warmed(0, 1.0, "", log_options=True).lean_args() == ()  # the learner's ini sets log_cli
 
 
-def test_a_test_computing_without_end_is_stopped_at_half_the_timeout_unless_the_learner_says() -> None:
+def test_a_test_computing_without_end_is_stopped_before_the_timeout_unless_the_learner_says() -> None:
     # the run's watchdog then names the line it was on, before the watch must stop the whole check
-    assert watch_command.test_limit(10.0, ()) == ("--canon-test-timeout=5",)
-    assert watch_command.test_limit(15.0, ("-q",)) == ("--canon-test-timeout=7.5",)
+    assert watch_command.test_limit(10.0, ()) == ("--canon-test-timeout=8",)
+    assert watch_command.test_limit(15.0, ("-q",)) == ("--canon-test-timeout=12",)
+    assert watch_command.test_limit(0.3, ()) == ("--canon-test-timeout=0.5",)
     assert watch_command.test_limit(10.0, ("--canon-test-timeout=30",)) == ()
     assert watch_command.test_limit(10.0, ("--canon-test-timeout", "30")) == ()
 

@@ -3,8 +3,8 @@ save. Keeps one warm process (torch, pytest, the items' reference tests run once
 save one of your files for the items (the items' own modules and the ones they build on, in your
 practice directory), runs the check ``mlcanon check`` runs in a child forked from it: the same report,
 the same record in .mlcanon/progress.json and .mlcanon/misslog.md, in a fraction of the time. A save
-while a check runs restarts it. A test that computes without end is stopped after half of --timeout
-seconds of CPU time (--timeout: by default ten times the reference run, at least 10 s) and fails,
+while a check runs restarts it. A test that computes without end is stopped after four fifths of
+--timeout seconds of CPU time (--timeout: by default ten times the reference run, at least 10 s) and fails,
 naming the line it was on, as under ``mlcanon check``; the item's other tests then fail at once. A file
 that crashes, exits, or waits without computing (a sleep) ends that check only (the wait is stopped
 after --timeout seconds); such a check is partial and records nothing. A save that does not parse (mid
@@ -43,8 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="practice directory (default: the one the items were drilled in)")
     parser.add_argument("--strict", action="store_true", help="count running over time against API fluency")
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
-                        help="stop a check still running after S seconds, and a test computing for S/2 seconds "
-                        "of CPU (default: 10 x the reference run, at least 10 s)")
+                        help="stop a check still running after S seconds, and a test computing for 0.8 x S "
+                        "seconds of CPU (default: 10 x the reference run, at least 10 s)")
     parser.add_argument("--clear", action="store_true", help="clear the screen before each check")
     parser.set_defaults(func=run, passthrough=True)
 
@@ -201,13 +201,14 @@ def unparsed(files: Sequence[Path]) -> tuple[Path, str] | None:
 
 
 def test_limit(timeout_s: float, extra: Sequence[str]) -> tuple[str, ...]:
-    """The per-test CPU limit of a watched check, at half the watch's timeout: a test that computes without
-    end is stopped by the run's watchdog, which names the line it was on, before the watch has to stop
-    the whole check (which can only say it was still running). An explicit ``--canon-test-timeout``
-    among the learner's arguments wins."""
+    """The per-test CPU limit of a watched check, at four fifths of the watch's timeout: a test that
+    computes without end is stopped by the run's watchdog, which names the line it was on, before the watch
+    has to stop the whole check (which can only say it was still running). Close to the timeout, so a
+    slow but finishing test is not failed where the whole check would have finished in time (only one
+    of 0.8 to 1 times the timeout is). An explicit ``--canon-test-timeout`` among the learner's arguments wins."""
     if any(arg.startswith("--canon-test-timeout") for arg in extra):
         return ()
-    return (f"--canon-test-timeout={max(timeout_s / 2, 0.5):g}",)
+    return (f"--canon-test-timeout={max(round(timeout_s * 0.8, 1), 0.5):g}",)
 
 
 def _mtime(path: Path) -> float:
