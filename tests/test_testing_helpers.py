@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_mlcanon.testing import assert_close, assert_grad_matches, eps, numeric_grad, returns_within, tolerance
+from pytest_mlcanon.testing import (
+    assert_close,
+    assert_grad_matches,
+    eps,
+    numeric_grad,
+    returns_within,
+    tolerance,
+)
 
 
 def test_tolerance_scales_with_dtype_magnitude_and_condition() -> None:
