@@ -1340,3 +1340,8 @@ def test_one_shape_on_several_targets_describes_what_they_were_unpacked_from() -
     # neither reading fits: nothing is checked (C4 asks for a shape per target), as before
     assert shape_runtime.match_comment(shape_grammar.parse("(7,)"), [lo, hi], {}) is None
     assert shape_runtime.match_comment(shape_grammar.parse("(2,)"), [q, np.zeros(3)], {}) is None
+    # the same for one returned tuple (`return k, v  # (B, H, L, d)`, blind round 34's kv cache) ...
+    assert shape_runtime.match_comment(shape_grammar.parse("(B, T, d)"), [(q, k)], {}) == {"B": 2, "T": 3, "d": 4}
+    # ... where a shape that fits neither reading is still a contradiction, as it was
+    with pytest.raises(shape_runtime.Mismatch, match="expected an array, got a tuple"):
+        shape_runtime.match_comment(shape_grammar.parse("(B, T)"), [(q, k)], {})

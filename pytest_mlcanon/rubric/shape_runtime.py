@@ -300,7 +300,8 @@ def match_comment(comment: ShapeComment, values: Sequence[Any], bindings: dict[s
 
     A comment of several shapes on a statement binding one tuple (``return a, b  # (B,), ()``) is
     matched element by element; ``each`` applies the one shape to every value (or to every element
-    of one tuple or list)."""
+    of one tuple or list). One shape without ``each`` on several values of one shape, or on a tuple of
+    them, is read as the value they were stacked from, or as each of them (``_one_shape_for_several``)."""
     values = list(values)
     if comment.each and len(comment.values) == 1:
         if len(values) == 1 and isinstance(values[0], (tuple, list)):
@@ -318,7 +319,15 @@ def match_comment(comment: ShapeComment, values: Sequence[Any], bindings: dict[s
         entries = list(comment.values)
     if not any(shape_of(v) is not None or _groups_naming(e, _fields(v)) for e, v in zip(entries, values)):
         return None
-    return _match_values(entries, values, bindings)
+    try:
+        return _match_values(entries, values, bindings)
+    except Mismatch:
+        # return k, v  # (B, H, L, d): one shape on a tuple of same-shaped arrays, read as on several targets
+        if len(entries) == 1 and len(values) == 1 and isinstance(values[0], tuple) and len(values[0]) > 1:
+            found = _one_shape_for_several(entries[0], list(values[0]), bindings)
+            if found is not None:
+                return found
+        raise
 
 
 @dataclass(frozen=True)
