@@ -81,7 +81,7 @@ def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *, co
     ran = [o for o in tests if o.ran]
     if not ran:
         findings.append(_nothing_ran([o for o in outcomes if o.probe and o.ran], place))
-    why = _why(len(failed), sum(1 for o in ran if not o.recheck), missing, signatures)
+    why = _why(len(failed), len(ran), missing, signatures)  # re-check outcomes are probes: never in ran
     if recheck is not None:
         findings.append(finding("REC001", recheck_place, 0, outcome=recheck.outcome,
                                 problems="; ".join(recheck.problems)))

@@ -259,7 +259,7 @@ class Scope:
             return
         recorder = self.recorder
         if recorder.watch_nonfinite and recorder.first_nonfinite is None and any(_has_nonfinite(v) for v in values):
-            self.recorder.first_nonfinite = (self.path, line, stmt.text)
+            recorder.first_nonfinite = (self.path, line, stmt.text)
         try:
             added = match_comment(stmt.comment, _named(stmt, values), self.bindings)
         except Mismatch as exc:

@@ -244,8 +244,7 @@ def _keeps_shape_of(node: ast.BinOp) -> list[ast.expr] | None:
         base = dotted(call.func.value)
         operand = call.args[0] if base is not None and base.split(".", 1)[0] in ARRAY_MODULES and call.args \
             else call.func.value
-        name = _root_name(operand)
-        if name is not None and name == _root_name(other) and ast.dump(operand) == ast.dump(other):
+        if _root_name(operand) is not None and ast.dump(operand) == ast.dump(other):  # the same array, by name
             return [other, operand]
     return None
 
