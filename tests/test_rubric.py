@@ -232,6 +232,10 @@ class Thing:
     assert _codes(short) == ["EXP003", "EXP004", "EXP005", "EXP006"]
     no_tensor = _lint(tmp_path, '"""Too short."""\n\ndef f(x):\n    """It."""\n    return x\n')
     assert _codes(no_tensor) == ["EXP003", "EXP005", "EXP006"]  # no tensor line: no shape to state
+    # a reason given as a consequence is a reason (blind round 35): "never as log(p), which is -inf"
+    for reason in ("The loss is computed from logits, never as log(p).", "Logits keep the loss finite."):
+        stated = _lint(tmp_path, f'"""Too short."""\n\ndef f(x):\n    """{reason}"""\n    return x\n')
+        assert "EXP005" not in _codes(stated), reason
 
 
 def test_ignore_turns_off_codes_and_prefixes(tmp_path: Path) -> None:
@@ -659,6 +663,9 @@ def optimum_inline(ref, R, beta):
 def masked(scores, allow, ref):
     logits = torch.where(allow, torch.log(ref), float("-inf"))
     return torch.softmax(logits, dim=-1)
+
+def optimum_method_form(ref, R, beta):
+    return torch.where(ref > 0, ref.log() + R / beta, torch.full_like(ref, float("-inf"))).softmax(-1)
 '''
     # the -inf is log 0 where the reference has no mass (blind round 5, posttrain/dpo); a mask that is
     # not the log's own positivity test is still a mask
@@ -707,6 +714,35 @@ def at_or_below(logits, k):
     # a mask that is not "strictly below a k-th value" can still empty a row: still flagged
     assert _numerics(tmp_path, top_p, module="transformer/attention") == [("NUM002", 19), ("NUM002", 24),
                                                                           ("NUM002", 29)]
+    # blind round 35: a helper returns -inf-marked scores to a caller in the same file, which takes their
+    # max (a sentinel); the same helper feeding a softmax, or public and called nowhere in the file, may
+    # normalise them; log of a zero weight written as the safe-log idiom is log 0
+    followed = '''
+import numpy as np
+
+def _scan(dec, valid):
+    return np.where(valid, dec, -np.inf), valid.sum()
+
+def best_split(decs, valid):
+    scans = [_scan(d, v) for d, v in zip(decs, valid)]
+    stacked = np.stack([s[0] for s in scans])
+    return float(stacked.max())
+
+def _scores(logits, allow):
+    return np.where(allow, logits, -np.inf)
+
+def probabilities(logits, allow):
+    s = _scores(logits, allow)
+    e = np.exp(s - s.max())
+    return e / e.sum()
+
+def public_scores(logits, allow):
+    return np.where(allow, logits, -np.inf)
+
+def log_weights(w):
+    return np.where(w > 0, np.log(np.where(w > 0, w, 1.0)), -np.inf)
+'''
+    assert _numerics(tmp_path, followed, module="classical/gmm") == [("NUM002", 15), ("NUM002", 23)]
 
 
 def test_num003_spares_the_advantage_normalisation_the_contract_asks_for(tmp_path: Path) -> None:
@@ -778,6 +814,10 @@ class Graph:
 '''
     api = [(f.code, f.line) for f in _lint(tmp_path, DOC + code, module="retrieval/hnsw") if f.code.startswith("API")]
     assert api == [("API003", 21)]
+    # the textbook O(n^3) Hungarian algorithm scans reduced costs one by one (blind round 35): its module
+    # is spared, another module's same loop nest is not
+    api = [f.code for f in _lint(tmp_path, DOC + code, module="multimodal/hungarian") if f.code.startswith("API")]
+    assert api == []
 
 
 def test_a_signature_problem_is_one_correctness_finding_not_a_numerics_failure(tmp_path: Path) -> None:
@@ -1322,11 +1362,16 @@ def f(x, e, logits, action):
     h = helper(x @ x.T, x)
     s = x / e.sum(dim=-1, keepdim=True)
     t = torch.zeros(3)
-    return torch.where(x > 0, p + q + r + fill + neg, out)  # (B, T)
+    u = x / (x.norm(dim=-1, keepdim=True) + 1e-8)
+    v = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    w = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), eps)
+    y = x / (x.norm(dim=-1, keepdim=True) + e)
+    return torch.where(x > 0, p + q + r + fill + neg + u + v + w + y, out)  # (B, T)
 ''')
     shp = [(f.code, f.line) for f in findings if f.code.startswith("SHP")]
-    # still shape lines: a contraction inside a call's argument, a reduction of another array, a sized creation
-    assert shp == [("SHP001", 19), ("SHP001", 20), ("SHP001", 21)], shp
+    # still shape lines: a contraction inside a call's argument, a reduction of another array, a sized creation,
+    # and a reduction plus an array; a scalar guard on the reduction (blind round 35's CLIP norm + eps) is not
+    assert shp == [("SHP001", 19), ("SHP001", 20), ("SHP001", 21), ("SHP001", 25)], shp
 
 
 def test_one_shape_on_several_targets_describes_what_they_were_unpacked_from() -> None:

@@ -37,6 +37,10 @@ LEGACY_RNG = frozenset({"seed", "rand", "randn", "randint", "random", "normal", 
                         "permutation"})
 TRANSPOSERS = frozenset({"transpose", "permute", "movedim", "swapaxes", "T", "mT"})
 _SIZE_CALLS = frozenset({"len", "size", "numel"})
+#: Modules whose published algorithm is a scalar loop nest, so API003's vectorised form is not what the
+#: item asks for: the O(n^3) Hungarian algorithm (potentials and shortest augmenting paths, contract #40)
+#: scans one row of reduced costs per step in its textbook form (blind round 35).
+SCALAR_LOOPS_ASKED = frozenset({"multimodal/hungarian"})
 
 
 def _ranks_by_name(fn: ast.AST, source: Source) -> dict[str, list[tuple[int, int | None]]]:
@@ -141,6 +145,7 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
     out: list[Finding] = []
     where = source.display
     lists = list_names(source.tree)
+    scalar_loops_asked = "/".join(source.path.with_suffix("").parts[-2:]) in SCALAR_LOOPS_ASKED
     for fn in functions(source.tree):
         ranks = _ranks_by_name(fn, source)
         sizes = _size_names(fn, lists)
@@ -163,7 +168,7 @@ def static_findings(source: Source, item: Item | None) -> list[Finding]:
                     isinstance(receiver, ast.Name) and _name_from_transpose(fn, receiver.id, node.lineno)
                 )) and not _adds_dims(node, ranks, receiver):
                     out.append(finding("API002", where, node.lineno))
-            if _element_loop(node, sizes, lists):
+            if not scalar_loops_asked and _element_loop(node, sizes, lists):
                 assert isinstance(node, ast.For)
                 inner = [n for n in ast.walk(node) if n is not node and _element_loop(n, sizes, lists)]
                 if inner:

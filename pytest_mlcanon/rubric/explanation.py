@@ -30,10 +30,13 @@ SHAPE_WORDS = re.compile(
     r"|\bshaped?\s+(?:like|as|of)\b|\bshapes?\s*(?::|=|-)\s*none\b|\bno\s+(?:tensor\s+)?shapes?\b"
     r"|\b[1-9]-?D\b|\blist\[\w+\]", re.IGNORECASE)
 _YEAR = range(1800, 2101)
+#: Words that give a reason or weigh a choice. A reason is often a consequence ("never as log(p), which
+#: is -inf for saturated p"; "keeps the loss finite"), not only a "because" (blind round 35).
 TRADE_OFF_WORDS = ("because", "instead of", "rather than", "trade-off", "tradeoff", "trade off", "why",
-                   "so that", "otherwise", "at the cost of", "cheaper", "costs", "instead", "since", "avoids",
-                   "to avoid", "saves", "faster", "slower", "at the price", "chose", "choose", "prefer", "simpler",
-                   "simplest", "can't", "cannot", "than ")
+                   "so that", "otherwise", "at the cost of", "cheaper", "costs", "instead", "since", "avoid",
+                   "saves", "faster", "slower", "at the price", "chose", "choose", "prefer", "simpler",
+                   "simplest", "can't", "cannot", "than ", "never", "keep", "overflow", "underflow", "stable",
+                   "stability", "precision", "safer", "would ")
 # "... clamped at eps so empty boxes give 0": a purpose clause is a reason too ("so far" is not).
 _SO_REASON = re.compile(r"\bso\s+(?!far\b|on\b|much\b|many\b|long\b|called\b|large\b|small\b|few\b)[a-z]")
 TEST_PLAN = re.compile(r"\b(?:tests?|tested|testing|checks?|checked|checking|verify|verifies|verified|asserts?"

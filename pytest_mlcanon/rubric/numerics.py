@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
 
@@ -156,7 +157,26 @@ def _log_of_zero(where: ast.AST, branch: ast.AST) -> bool:
     condition = where.args[0]
     other = where.args[2] if branch is where.args[1] else where.args[1]
     read = {ast.dump(n) for n in ast.walk(condition) if isinstance(n, (ast.Name, ast.Attribute))}
-    return any(_is_call_to(n, LOGS) and n.args and ast.dump(n.args[0]) in read for n in ast.walk(other))
+    return any(_is_call_to(n, LOGS) and (taken := _log_argument(n)) is not None and _reads_only_guarded(taken, read)
+               for n in ast.walk(other))
+
+
+def _log_argument(call: ast.Call) -> ast.expr | None:
+    """What a log takes: ``p`` in ``np.log(p)`` and in ``p.log()`` (blind round 35's DPO optimum)."""
+    if call.args:
+        return call.args[0]
+    return call.func.value if isinstance(call.func, ast.Attribute) else None
+
+
+def _reads_only_guarded(argument: ast.AST, read: set[str]) -> bool:
+    """The log's argument is ``p`` itself, or a guarded copy of it that reads nothing the condition does
+    not (``np.where(w > 0, w, 1.0)``: the safe-log idiom, blind round 35's gmm)."""
+    if ast.dump(argument) in read:
+        return True
+    if not _is_call_to(argument, {"where", "clip", "clamp", "maximum"}):
+        return False
+    names = {ast.dump(n) for operand in argument.args for n in ast.walk(operand) if isinstance(n, ast.Name)}
+    return bool(names) and names <= read
 
 
 def _with_sources(expr: ast.AST, assigned: dict[str, ast.expr]) -> list[ast.AST]:
@@ -197,10 +217,32 @@ def _top_k_fill(node: ast.AST, assigned: dict[str, ast.expr]) -> bool:
     return any(_below_kth_value(m, assigned) for m in masks)
 
 
-def _reaches_normaliser(fill: ast.AST, fn: ast.AST | None) -> bool:
+@dataclass(frozen=True)
+class _Module:
+    """Where a returned value goes in its own file: the calls of each function by name, with the
+    function each call sits in (a method called as ``self._scan(...)`` counts by its name)."""
+
+    calls: dict[str, list[tuple[ast.Call, ast.AST]]]
+
+    @classmethod
+    def of(cls, tree: ast.AST, owner: dict[int, ast.AST]) -> _Module:
+        calls: dict[str, list[tuple[ast.Call, ast.AST]]] = {}
+        for node in walk(tree):
+            if isinstance(node, ast.Call) and id(node) in owner:
+                calls.setdefault(call_name(node), []).append((node, owner[id(node)]))
+        return cls(calls)
+
+
+#: How many calls deep a returned ``-inf`` is followed within its file before it is assumed to reach a
+#: softmax.
+FOLLOWED_CALLS = 3
+
+
+def _reaches_normaliser(fill: ast.AST, fn: ast.AST | None, module: _Module, depth: int = 0) -> bool:
     """Whether a ``-inf``-filled value can reach a softmax: inside one, or through the names it is
     assigned to (not through an order-based use such as argmax, nor as log 0 beside a log), or
-    returned to a caller."""
+    returned to a caller: one in the same file is followed (a helper whose caller takes the argmax of
+    its ``-inf``-marked scores makes no softmax), any other caller may normalise it."""
     if fn is None:
         return True
     parents = {id(child): parent for parent in walk(fn) for child in ast.iter_child_nodes(parent)}
@@ -213,7 +255,7 @@ def _reaches_normaliser(fill: ast.AST, fn: ast.AST | None) -> bool:
         if _is_call_to(parent, ORDER_OPS) or _log_of_zero(parent, node):
             return False
         if isinstance(parent, ast.Return):
-            return True
+            return _returned_reaches(fn, module, depth)
         if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
             tainted |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, (ast.Name,))}
@@ -221,10 +263,19 @@ def _reaches_normaliser(fill: ast.AST, fn: ast.AST | None) -> bool:
         if isinstance(parent, ast.stmt):
             break
         node = parent
-    return _taint_reaches(fn, tainted, getattr(fill, "lineno", 0))
+    return _taint_reaches(fn, tainted, getattr(fill, "lineno", 0), module, depth)
 
 
-def _taint_reaches(fn: ast.AST, tainted: set[str], after: int) -> bool:
+def _returned_reaches(fn: ast.AST, module: _Module, depth: int) -> bool:
+    """Whether what ``fn`` returns can reach a softmax: through its calls in the file, or (called from
+    nowhere in it: public API) in a caller's code."""
+    sites = module.calls.get(getattr(fn, "name", ""), [])
+    if not sites or depth >= FOLLOWED_CALLS:
+        return True
+    return any(_reaches_normaliser(call, owner, module, depth + 1) for call, owner in sites)
+
+
+def _taint_reaches(fn: ast.AST, tainted: set[str], after: int, module: _Module, depth: int) -> bool:
     statements = sorted((n for n in walk(fn) if isinstance(n, ast.stmt) and n.lineno >= after
                          and not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If,
                                                 ast.For, ast.While, ast.With, ast.Try))),
@@ -238,7 +289,7 @@ def _taint_reaches(fn: ast.AST, tainted: set[str], after: int) -> bool:
         if any(_is_call_to(n, NORMALISERS) and _tainted_uses(n, tainted) for n in ast.walk(stmt)):
             return True
         if isinstance(stmt, ast.Return) and stmt.value is not None and _tainted_uses(stmt.value, tainted, whole=True):
-            return True
+            return _returned_reaches(fn, module, depth)
         if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and stmt.value is not None \
                 and _tainted_uses(stmt.value, tainted, whole=True):
             # a name bound to one element of the filled value (best = float(gain[k])) holds no mask
@@ -323,18 +374,19 @@ def static_findings(source: Source) -> list[Finding]:
         assigned = _assigned_names(fn)
         assigned_in.update((id(node), assigned) for node in walk(fn))
         owner.update((id(node), fn) for node in walk(fn))
+    module = _Module.of(source.tree, owner)
     for node in walk(source.tree):
         assigned = assigned_in.get(id(node), {})
         if isinstance(node, ast.Call) and call_name(node) in MASK_FILLERS:
             values = [*node.args, *(k.value for k in node.keywords)]
             if any(_is_neg_inf(v) and not _log_of_zero(node, v) for v in values):
-                if not _top_k_fill(node, assigned) and _reaches_normaliser(node, owner.get(id(node))):
+                if not _top_k_fill(node, assigned) and _reaches_normaliser(node, owner.get(id(node)), module):
                     out.append(finding("NUM002", where, node.lineno, what="mask filled with"))
             elif any(_huge_constant(v) for v in values) and not _upcast_receiver(node, assigned):
                 out.append(finding("NUM005", where, node.lineno))
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
             if (_is_neg_inf(node.value) and not _top_k_fill(node, assigned)
-                    and _reaches_normaliser(node.value, owner.get(id(node)))):
+                    and _reaches_normaliser(node.value, owner.get(id(node)), module)):
                 out.append(finding("NUM002", where, node.lineno, what="masked entries set to"))
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             for side, other in ((node.left, node.right), (node.right, node.left)):

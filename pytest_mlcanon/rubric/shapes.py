@@ -235,6 +235,7 @@ def _keeps_shape_of(node: ast.BinOp) -> list[ast.expr] | None:
     ``.values``): the line keeps ``x``'s shape. Returns the parts still to look into (``x`` and what ``r``
     reduces), or None for any other operation."""
     for reduced, other in ((node.right, node.left), (node.left, node.right)):
+        reduced = _unguarded(reduced)
         call = reduced.value if isinstance(reduced, ast.Attribute) and reduced.attr == "values" else reduced
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call_name(call) in REDUCTIONS):
             continue
@@ -247,6 +248,42 @@ def _keeps_shape_of(node: ast.BinOp) -> list[ast.expr] | None:
         if _root_name(operand) is not None and ast.dump(operand) == ast.dump(other):  # the same array, by name
             return [other, operand]
     return None
+
+
+#: Element-wise guards of a value by a scalar, which keep its shape: ``r.clamp_min(eps)``,
+#: ``torch.clamp(r, min=eps)``, ``np.maximum(r, eps)``.
+GUARDS = frozenset({"clamp", "clamp_min", "clip", "maximum", "fmax"})
+
+
+def _unguarded(expr: ast.expr) -> ast.expr:
+    """``expr`` without the scalar guards around it: ``(r + eps)``, ``r.clamp_min(1e-12)``, ``np.maximum(r,
+    eps)`` give ``r`` (blind round 35: CLIP's ``x / (x.norm(dim=-1, keepdim=True) + 1e-8)``, which the stub
+    allows, keeps ``x``'s shape like the unguarded form)."""
+    while True:
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)) and _scalar(expr.right):
+            expr = expr.left
+        elif isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add) and _scalar(expr.left):
+            expr = expr.right
+        elif isinstance(expr, ast.Call) and call_name(expr) in GUARDS | {"add"}:
+            base = dotted(expr.func.value) if isinstance(expr.func, ast.Attribute) else None
+            module_call = base is not None and base.split(".", 1)[0] in ARRAY_MODULES
+            operands = expr.args if module_call else [expr.func.value, *expr.args] \
+                if isinstance(expr.func, ast.Attribute) else []
+            guards = [*operands[1:], *(k.value for k in expr.keywords)]
+            if not operands or not all(_scalar(g) for g in guards) or (call_name(expr) == "add" and module_call):
+                return expr
+            expr = operands[0]
+        else:
+            return expr
+
+
+def _scalar(node: ast.expr) -> bool:
+    """A number, or a name or attribute holding one by its look (``eps``, ``self.eps``, ``None``)."""
+    if isinstance(node, ast.UnaryOp):
+        return _scalar(node.operand)
+    if isinstance(node, ast.Constant):
+        return node.value is None or isinstance(node.value, (int, float))
+    return isinstance(node, (ast.Name, ast.Attribute)) and "eps" in (dotted(node) or "").lower()
 
 
 def _indexes_with_none(index: ast.expr) -> bool:
