@@ -666,6 +666,14 @@ def masked(scores, allow, ref):
 
 def optimum_method_form(ref, R, beta):
     return torch.where(ref > 0, ref.log() + R / beta, torch.full_like(ref, float("-inf"))).softmax(-1)
+
+def optimum_clamped_log(ref, R, beta):
+    log_ref = torch.where(ref > 0, ref.clamp_min(1e-300).log(), torch.full_like(ref, float("-inf")))
+    return torch.softmax(log_ref + R / beta, dim=-1)
+
+def optimum_masked_log(ref, R, beta):
+    log_ref = ref.log().masked_fill(ref == 0, float("-inf"))
+    return torch.softmax(log_ref + R / beta, dim=-1)
 '''
     # the -inf is log 0 where the reference has no mass (blind round 5, posttrain/dpo); a mask that is
     # not the log's own positivity test is still a mask

@@ -17,6 +17,7 @@ from pytest_mlcanon.evidence import Location
 from pytest_mlcanon.rubric import correctness
 from pytest_mlcanon.rubric.model import AxisResult, Finding, Outcome
 from pytest_mlcanon.rubric.rules import finding
+from pytest_mlcanon.rubric.shapes import unguarded
 from pytest_mlcanon.rubric.source import Source, call_name, dotted, functions, per_source, walk
 from pytest_mlcanon.settings import Settings
 
@@ -149,13 +150,20 @@ LOGS = frozenset({"log", "log2", "log10"})
 
 
 def _log_of_zero(where: ast.AST, branch: ast.AST) -> bool:
-    """``where(cond, log(p) ..., -inf)`` (either order) with ``p`` read in ``cond``: the ``-inf`` is log 0,
-    the log-probability of an impossible entry, which the math asks for (a row of them is a row with no
-    mass, a precondition the caller checks)."""
-    if not _is_call_to(where, {"where"}) or len(where.args) != 3 or branch is where.args[0]:
+    """``where(cond, log(p) ..., -inf)`` (either order), or ``log(p).masked_fill(cond, -inf)``, with ``p`` read
+    in ``cond``: the ``-inf`` is log 0, the log-probability of an impossible entry, which the math asks for
+    (a row of them is a row with no mass, a precondition the caller checks)."""
+    if _is_call_to(where, {"masked_fill", "masked_fill_"}) and isinstance(where.func, ast.Attribute):
+        # log(p).masked_fill(p == 0, -inf): the fill is the log's own value there
+        masks = [*where.args[:1], *(k.value for k in where.keywords if k.arg == "mask")]
+        condition, other = (masks[0], where.func.value) if masks and branch is not masks[0] else (None, None)
+    elif _is_call_to(where, {"where"}) and len(where.args) == 3 and branch is not where.args[0]:
+        condition = where.args[0]
+        other = where.args[2] if branch is where.args[1] else where.args[1]
+    else:
         return False
-    condition = where.args[0]
-    other = where.args[2] if branch is where.args[1] else where.args[1]
+    if condition is None or other is None:
+        return False
     read = {ast.dump(n) for n in ast.walk(condition) if isinstance(n, (ast.Name, ast.Attribute))}
     return any(_is_call_to(n, LOGS) and (taken := _log_argument(n)) is not None and _reads_only_guarded(taken, read)
                for n in ast.walk(other))
@@ -168,10 +176,10 @@ def _log_argument(call: ast.Call) -> ast.expr | None:
     return call.func.value if isinstance(call.func, ast.Attribute) else None
 
 
-def _reads_only_guarded(argument: ast.AST, read: set[str]) -> bool:
+def _reads_only_guarded(argument: ast.expr, read: set[str]) -> bool:
     """The log's argument is ``p`` itself, or a guarded copy of it that reads nothing the condition does
     not (``np.where(w > 0, w, 1.0)``: the safe-log idiom, blind round 35's gmm)."""
-    if ast.dump(argument) in read:
+    if ast.dump(argument) in read or ast.dump(unguarded(argument)) in read:  # p, p.clamp_min(1e-300), p + eps
         return True
     if not _is_call_to(argument, {"where", "clip", "clamp", "maximum"}):
         return False

@@ -235,7 +235,7 @@ def _keeps_shape_of(node: ast.BinOp) -> list[ast.expr] | None:
     ``.values``): the line keeps ``x``'s shape. Returns the parts still to look into (``x`` and what ``r``
     reduces), or None for any other operation."""
     for reduced, other in ((node.right, node.left), (node.left, node.right)):
-        reduced = _unguarded(reduced)
+        reduced = unguarded(reduced)
         call = reduced.value if isinstance(reduced, ast.Attribute) and reduced.attr == "values" else reduced
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call_name(call) in REDUCTIONS):
             continue
@@ -255,7 +255,7 @@ def _keeps_shape_of(node: ast.BinOp) -> list[ast.expr] | None:
 GUARDS = frozenset({"clamp", "clamp_min", "clip", "maximum", "fmax"})
 
 
-def _unguarded(expr: ast.expr) -> ast.expr:
+def unguarded(expr: ast.expr) -> ast.expr:
     """``expr`` without the scalar guards around it: ``(r + eps)``, ``r.clamp_min(1e-12)``, ``np.maximum(r,
     eps)`` give ``r`` (blind round 35: CLIP's ``x / (x.norm(dim=-1, keepdim=True) + 1e-8)``, which the stub
     allows, keeps ``x``'s shape like the unguarded form)."""
