@@ -450,6 +450,36 @@ def step(x):
     assert _run_instrumented(path, early)[7].status is CommentStatus.CONTRADICTED
 
 
+def test_a_conditional_value_may_fit_one_shape_of_its_comment(tmp_path: Path) -> None:
+    # blind round 35 (GQA): the comment gives the tuple form of a flag-controlled return, the tests call the
+    # other; a plain (non-conditional) value still needs the whole comment, and a shape that fits no branch
+    # is still wrong
+    path = tmp_path / "branches.py"
+    path.write_text('''"""Doc."""
+import numpy as np
+
+def attend(x, return_weights=False):
+    """Doc."""
+    w = np.ones((x.shape[0], 4))
+    return (x, w) if return_weights else x  # (B, d), (B, 4)
+
+def plain(x):
+    """Doc."""
+    return x  # (B, d), (B, 4)
+
+def wrong(x, flag=False):
+    """Doc."""
+    return (x, x) if flag else x[0]  # (B, d), (B, 4)
+''')
+
+    def calls(ns, recorder) -> None:  # type: ignore[no-untyped-def]
+        for fn in ("attend", "plain", "wrong"):
+            ns[fn](np.zeros((3, 2)))
+
+    status = {line: v.status.value for line, v in _run_instrumented(path, calls).items()}
+    assert status == {7: "confirmed", 11: "contradicted", 15: "contradicted"}
+
+
 def test_instrumentation_keeps_line_numbers_and_semantics(tmp_path: Path) -> None:
     path = tmp_path / "lines.py"
     path.write_text('''"""Doc."""

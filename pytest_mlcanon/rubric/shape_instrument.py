@@ -51,7 +51,7 @@ from pytest_mlcanon.rubric.shape_runtime import (
     RankMismatch,
     annotated_statements,
     describe,
-    match_comment,
+    match_statement,
 )
 from pytest_mlcanon.rubric.source import Source, call_name, dotted
 
@@ -261,7 +261,7 @@ class Scope:
         if recorder.watch_nonfinite and recorder.first_nonfinite is None and any(_has_nonfinite(v) for v in values):
             recorder.first_nonfinite = (self.path, line, stmt.text)
         try:
-            added = match_comment(stmt.comment, _named(stmt, values), self.bindings)
+            added = match_statement(stmt, _named(stmt, values), self.bindings)
         except Mismatch as exc:
             actual = ", ".join(describe(v) for v in values)
             bound = ", ".join(f"{k}={v}" for k, v in self.bindings.items()) or "nothing yet"
