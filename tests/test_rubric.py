@@ -446,8 +446,14 @@ def step(x):
         recorder.reset()  # the next test starts with a fresh budget
         ns["step"](np.zeros(5))
 
+    def new_form(ns, recorder) -> None:  # type: ignore[no-untyped-def]
+        for _ in range(budget):
+            ns["step"](np.zeros(2))
+        ns["step"](np.zeros(5, dtype=np.float32))  # a form this test has not called yet: checked past the budget
+
     assert _run_instrumented(path, late)[7].status is CommentStatus.CONFIRMED
     assert _run_instrumented(path, early)[7].status is CommentStatus.CONTRADICTED
+    assert _run_instrumented(path, new_form)[7].status is CommentStatus.CONTRADICTED
 
 
 def test_a_conditional_value_may_fit_one_shape_of_its_comment(tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ from pytest_mlcanon.settings import Settings
 
 #: The user property that ties a collected test to the canon item it runs for (its slug).
 ITEM_PROPERTY = "canon_item"
+#: A collected test's canon item, found once (its hooks ask for it five times a test).
+_OWNER = pytest.StashKey["catalog.Item | None"]()
 
 
 @dataclass
@@ -95,12 +97,19 @@ class CanonRun:
         if settings.whole_module and not impl.is_reference:  # a selected module is checked whole
             items, self.notes = with_module_mates(items, impl)
         self.states = {item.number: ItemState(item, _written(impl, item)) for item in items}
+        self._numbers: dict[str, int] = {}  # slug -> item number, for the hooks that fold each report
         self.measurement: Measurement | None = None  # line coverage of the learner's files
         self.interrupted = False  # Ctrl-C or SIGTERM ended the tests
         self.report: Report | None = None  # the scored run (not in a grading child, nor on an xdist worker)
 
     def owner(self, node: pytest.Item) -> catalog.Item | None:
         """The canon item a collected test belongs to: its ``canon`` marker, else its file's only item."""
+        if _OWNER not in node.stash:
+            node.stash[_OWNER] = self._owner(node)
+        return node.stash[_OWNER]
+
+    @staticmethod
+    def _owner(node: pytest.Item) -> catalog.Item | None:
         marker = node.get_closest_marker("canon")
         if marker is not None and marker.args:
             try:
@@ -117,7 +126,10 @@ class CanonRun:
         return state if state is not None and state.pending else None
 
     def state_of(self, slug: str) -> ItemState | None:
-        return self.states.get(catalog.get(slug).number)
+        number = self._numbers.get(slug)
+        if number is None:
+            number = self._numbers[slug] = catalog.get(slug).number
+        return self.states.get(number)
 
     def prepare_scores(self) -> None:
         """The static part of every runnable item's score, ahead of it (``rubric.prepare``: it depends on the
