@@ -63,6 +63,7 @@ def test_grammar_accepts_the_notation_of_the_stubs(comment: str, text: str, note
 
 @pytest.mark.parametrize("comment, text, note", [
     ("shape: (..., d_ff)", "(..., d_ff)", ""), ("-> (..., d_ff)", "(..., d_ff)", ""), ("-> (B, T, D)", "(B, T, D)", ""),
+    ("shape (..., T_q, T_k)", "(..., T_q, T_k)", ""),  # the colon may go (blind round 35)
     ("->(B, T)", "(B, T)", ""), ("Shapes: (B,), ()", "(B,), ()", ""), ("\u2192 (B, T); the logits", "(B, T)", "the logits"),
     ("[..., d_ff]", "(..., d_ff)", ""), ("[B, T, D]", "(B, T, D)", ""), ("[B, T]; the mask", "(B, T)", "the mask"),
     ("[n]", "(n,)", ""), ("[N,]", "(N,)", ""), ("[]", "()", ""), ("[len(ids), d]", "(len(ids), d)", ""),

@@ -4,7 +4,7 @@ the one C4 prints; ``tests/test_contract.py`` keeps the two the same).
 ::
 
     comment := "#" SP [lead SP?] shapes [SP "each"] [note]
-    lead    := "shape:" | "shapes:" | "->" | "→"                  # "# shape: (..., d_ff)", "# -> (B, T, D)"
+    lead    := ("shape" | "shapes") [":"] | "->" | "→"          # "# shape: (..., d_ff)", "# -> (B, T, D)"
     shapes  := alts ("," SP? alts)*
     alts    := shape ((SP? "|" SP? | SP "or" SP) shape)*          # "(N, T) | (N,)", "(T, d) or (B, T, d)"
     shape   := "()" | "(" item [","] ")" | "(" item ("," SP? item)+ [","] ")" | "list[" dim "]" | "scalar" | "None"
@@ -47,7 +47,7 @@ _OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div, ast.Pow, ast.BitOr)
 _SHAPE_START = re.compile(r"\(|list\[|\[(?!\s*0\s*[,\]]|(?:CLS|SEP|PAD|MASK|UNK|BOS|EOS|SOS)\])"
                           r"|scalar(?![\w'])|None(?![\w'])|same (?:shape )?as [^\W\d]")
 #: A lead-in the shape may follow: ``# shape: (..., d_ff)``, ``# -> (B, T, D)``.
-_LEAD = re.compile(r"(?:[Ss]hapes?\s*:|->|\u2192)\s*")
+_LEAD = re.compile(r"(?:[Ss]hapes?\s*:?|->|\u2192)\s*")
 #: ``(..., 1, ...)``: a keepdims reduction along an axis held in a variable; the one shape with two ``...``.
 KEEPDIMS = (ELLIPSIS, "1", ELLIPSIS)
 #: ``same shape as z`` (or ``same as z``): the shape of another value in scope; read, not checked at run time
