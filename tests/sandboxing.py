@@ -46,7 +46,7 @@ def require() -> None:
 
 def run_unprivileged(argv: list[str], *, no_userns: bool = False, env: dict[str, str] | None = None,
                      timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """``argv`` as ``nobody`` (see ``unprivileged.py``); only root can do this."""
+    """``argv`` as an unprivileged teacher (see ``unprivileged.py``); only root can do this."""
     if os.geteuid() != 0:
         pytest.skip("running the grader as another user needs root")
     harness = [sys.executable, str(HARNESS), *(["--no-userns"] if no_userns else [])]

@@ -1,7 +1,7 @@
 """The attack batch graded by a teacher without root (issue 23.7 and its acceptance): with unprivileged
 user namespaces it meets the bar of the root batch; without them ``mlcanon grade`` refuses.
 
-From root the grader runs as ``nobody`` (``unprivileged.py``); run by a user who is not root, it runs
+From root the grader runs as an unprivileged uid (``unprivileged.py``); run by a user who is not root, it runs
 as that user. The class is the honest good learner beside the attacks that matter most without root:
 those that go around the audit hook to the kernel (``kernel_attacks``), the classics of the root batch
 that reach outside (a write outside, a socket, a fork bomb, a symlink to a classmate), a forged notes

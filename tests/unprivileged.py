@@ -1,7 +1,7 @@
-"""Run a command as an unprivileged user (``nobody``), from root: ``python unprivileged.py [--no-userns] CMD...``.
+"""Run a command as an unprivileged user (uid ``TEACHER``), from root: ``python unprivileged.py [--no-userns] CMD...``.
 
-The command runs in a user namespace of its own whose uid and gid map is the identity, so ``nobody``
-inside is ``nobody`` outside, and in a mount namespace where the folders of this machine that hide the
+The command runs in a user namespace of its own whose uid and gid map is the identity, so the teacher's uid
+inside is the same outside, and in a mount namespace where the folders of this machine that hide the
 Python installation from other users (``/root`` is 0700) are replaced by a tmpfs showing only the way
 to it. With ``--no-userns`` the namespace allows no further user namespace
 (``user.max_user_namespaces = 0`` in it): the command sees a kernel that refuses unprivileged user
@@ -18,7 +18,10 @@ import sys
 
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
 MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 4096, 8192, 16384, 1 << 18
-NOBODY = 65534
+#: The teacher's uid. Not the kernel's overflow uid (65534, ``nobody``): in a fresh user namespace an
+#: unmapped id reads as 65534, so a grader running as ``nobody`` hid a map written with the ids read
+#: after the unshare, which no other teacher could make (the fresh-user trial of stop 32, uid 1000).
+TEACHER = 4321
 
 
 def _mount(libc: ctypes.CDLL, source: str | None, target: str, fstype: str | None, flags: int,
@@ -66,8 +69,8 @@ def main(argv: list[str]) -> int:
                 with open("/proc/sys/user/max_user_namespaces", "w", encoding="ascii") as handle:
                     handle.write("0")
             os.setgroups([])
-            os.setresgid(NOBODY, NOBODY, NOBODY)
-            os.setresuid(NOBODY, NOBODY, NOBODY)
+            os.setresgid(TEACHER, TEACHER, TEACHER)
+            os.setresuid(TEACHER, TEACHER, TEACHER)
             os.execvp(command[0], command)
         except BaseException as exc:  # noqa: BLE001 - reported, then the child ends
             print(f"unprivileged.py: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -158,6 +158,7 @@ def confine(spec: SandboxSpec, keep_fd: int) -> Confinement:
     root = os.geteuid() == 0
     dropping = root and spec.uid is not None
     host_processes = 0 if dropping else _processes_of(os.getuid())  # before /proc shows the job's only
+    ids = os.getuid(), os.getgid()  # read before the unshare: in the new user namespace they show as unmapped
     flags = (CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWNET if spec.network else 0)
              | (0 if root else CLONE_NEWUSER))
     refused = _unshare(flags)
@@ -173,7 +174,7 @@ def confine(spec: SandboxSpec, keep_fd: int) -> Confinement:
     else:
         done.mode = "root" if root else "user namespace"
         if not root:
-            _map_user()
+            _map_user(*ids)
         _supervise(keep_fd, spec.cpu_s)  # returns in the job, PID 1 of the new PID namespace
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         done.note(_network(spec), "" if spec.network else "network (turned off in the teacher's config)")
@@ -241,9 +242,9 @@ def _unshare(flags: int) -> str:
     return f"unshare refused: {errno.errorcode.get(code, code)}"
 
 
-def _map_user() -> None:
-    """In a fresh user namespace: map the grader's uid and gid to themselves, and nothing else."""
-    uid, gid = os.getuid(), os.getgid()
+def _map_user(uid: int, gid: int) -> None:
+    """In a fresh user namespace: map the grader's uid and gid (read before it was made: inside, until
+    mapped, they read as the overflow id 65534) to themselves, and nothing else."""
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"), ("gid_map", f"{gid} {gid} 1\n")):
         with open(f"/proc/self/{name}", "w", encoding="ascii") as handle:
             handle.write(text)
