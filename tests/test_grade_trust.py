@@ -415,6 +415,17 @@ def test_types_are_exact_but_a_floating_result_may_have_another_precision() -> N
     assert compare.compare(_enc(torch.tensor([0.25], dtype=torch.float16)), _enc(torch.tensor([0.3]))) != []
 
 
+
+def test_a_floating_answer_may_not_choose_a_precision_below_the_references_and_its_inputs() -> None:
+    expected = _enc(torch.tensor([1.0, -2.0, 3.0]))
+    wrong = torch.tensor([1.08, -2.16, 3.24])  # 8 % off: within 16 ulps of bfloat16, never of float32
+    assert compare.compare(expected, _enc(wrong)) != []
+    assert "bfloat16" in compare.compare(expected, _enc(wrong.to(torch.bfloat16)))[0]
+    assert compare.compare(expected, _enc(torch.tensor([1.0, -2.0, 3.0], dtype=torch.float16))) != []
+    assert compare.compare(_enc(torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)), expected) == []  # float32
+    half_inputs = compare.Context(precision="float16")  # float16 inputs: a float16 answer is the contract's
+    assert compare.compare(expected, _enc(torch.tensor([1.0, -2.0, 3.0], dtype=torch.float16)), context=half_inputs) == []
+
 # -- forbidden shortcuts seen by what runs ------------------------------------------------------------------------
 
 

@@ -1,8 +1,8 @@
 """The parent's own comparison of a job's re-check answers with the verifier's (numpy only).
 
 Values are compared structurally, led by the expected value, and must be of exactly the expected
-type: a tensor where a tensor is expected, of the same dtype (any floating precision for a floating
-one, compared at the lower precision); a dataclass or named tuple of the same name, field by field; a module of the same class, parameter by parameter; sequences item by item
+type: a tensor where a tensor is expected, of the same dtype (a floating one may have another
+precision, down to float32 or the inputs' own, and is compared at the lower precision); a dataclass or named tuple of the same name, field by field; a module of the same class, parameter by parameter; sequences item by item
 (a list and a tuple are both sequences; an int may stand for a float, never a bool for a number).
 Numbers are compared at the tolerance of the expected dtype, or of the case's inputs where they are
 less precise (a Python float computed from float32 tensors): ``testing.tolerance``, a few ulps of
@@ -225,6 +225,11 @@ def _compare_values(expected: Any, got: Any, where: str, problems: list[str], co
 
     (w, dtype), (h, got_dtype) = _as_array(expected), _as_array(got)
     if dtype in EPS and got_dtype in EPS:
+        least = _least_precision(dtype, context)
+        if _lower(got_dtype, least) != least:  # the answer's dtype would set its own, looser, tolerance
+            problems.append(f"{where}: a {got_dtype} answer where the reference's is {dtype} "
+                            f"(no less precise than {least})")
+            return
         dtype = _lower(dtype, got_dtype)
     if w.shape != h.shape:
         problems.append(f"{where}: shape {tuple(h.shape)} instead of {tuple(w.shape)}")
@@ -256,6 +261,14 @@ def _compare_values(expected: Any, got: Any, where: str, problems: list[str], co
     at = tuple(int(i) for i in np.unravel_index(flat, w64.shape)) if w64.ndim else ()
     problems.append(f"{where}: off by up to {float(error[flat]):.3g} (at {at}: expected "
                     f"{float(w64.reshape(-1)[flat]):.6g}, got {float(h64.reshape(-1)[flat]):.6g})")
+
+
+def _least_precision(dtype: str, context: Context) -> str:
+    """The least precise floating dtype an answer may have: the reference's own, float32 (a result
+    "computed in float32" where the reference's is float64) or the inputs' (a float16 answer to
+    float16 inputs), whichever is lowest. A bfloat16 answer to float32 inputs is not one: compared at
+    its own precision (16 ulps of bfloat16 are 12 %), it would pass an answer that is 10 % off."""
+    return _lower(dtype, _lower("float32", context.precision))
 
 
 def _inputs(encoded: Any) -> tuple[float, str]:
