@@ -528,6 +528,41 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, dropout_p=0.0, scale=Non
                                  generator=generator)
     return torch.ops.aten.scaled_dot_product_attention(q, k, v, scale=scale)
 '''),
+    # torch, which k-means forbids, reached as an attribute of another item's reference (no import names it),
+    # and used only where the re-check does not look: kmeans_plus_plus_init called on its own (it takes a
+    # generator); inside kmeans, which the re-check calls, the seeding is honest.
+    "kmeans_torch_through_another_module": (KMEANS, "GOOD:" + '''
+from canon_refs.transformer import attention as _helper
+
+_honest_init = kmeans_plus_plus_init
+_honest_kmeans = kmeans
+_INSIDE = [False]
+
+
+def kmeans(*args, **kwargs):
+    _INSIDE[0] = True
+    try:
+        return _honest_kmeans(*args, **kwargs)
+    finally:
+        _INSIDE[0] = False
+
+
+def kmeans_plus_plus_init(X, k, rng):
+    if _INSIDE[0]:
+        return _honest_init(X, k, rng)
+    lib = _helper.torch
+    pts = lib.as_tensor(np.asarray(X, dtype=np.float64))
+    _check_k(k, pts.shape[0])
+    picks = [int(rng.integers(pts.shape[0]))]
+    gap = lib.cdist(pts, pts[picks[0]][None]).pow(2).squeeze(1)
+    while len(picks) < k:
+        total = float(gap.sum())
+        nxt = int(rng.choice(pts.shape[0], p=(gap / total).numpy())) if total > 0 else int(
+            rng.choice(np.setdiff1d(np.arange(pts.shape[0]), picks)))
+        picks.append(nxt)
+        gap = lib.minimum(gap, lib.cdist(pts, pts[nxt][None]).pow(2).squeeze(1))
+    return pts[picks].numpy().copy()
+'''),
     # Attention by the fused kernel, reached through a name the static scan does not know.
     "attention_kernel_alias": (ATTENTION, "GOOD:" + '''
 import torch.nn.functional as _functional
@@ -1373,6 +1408,11 @@ def test_a_forbidden_kernel_reached_through_an_alias_is_flagged(graded: Gradeboo
     seen = [f for f in item.integrity if f.code == "INT005"]
     assert seen and "ran during the re-check" in seen[0].message, item.integrity
     assert item.points == 0.0
+
+
+def test_a_forbidden_package_reached_through_another_module_is_flagged(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_kmeans_torch_through_another_module", KMEANS)
+    assert "INT005" in item.codes and item.points == 0.0, item.verdict
 
 
 def test_removing_the_detectors_hook_is_flagged(graded: Gradebook) -> None:

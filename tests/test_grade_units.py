@@ -261,6 +261,17 @@ def test_scan_reads_a_file_as_python_does_its_coding_cookie_included(tmp_path: P
     assert [(f.code, f.line) for f in scan.scan(BOXES, tmp_path, tmp_path)] == [("INT002", 4)]
 
 
+@pytest.mark.parametrize("line", ["grad = _helper.torch.autograd.grad", "lib = getattr(_helper, 'torch')",
+                                  "lib = vars(_helper)['torch']"])
+def test_scan_flags_a_forbidden_package_reached_through_another_module(tmp_path: Path, line: str) -> None:
+    """nn/mlp forbids torch; another item's reference imported it, so ``_helper.torch`` is torch with no
+    import naming it, and a function the re-check does not reach (MLP.backward) ran autograd unflagged."""
+    (tmp_path / "nn").mkdir()
+    (tmp_path / "nn" / "mlp.py").write_text(f"from canon_refs.transformer import attention as _helper\n{line}\n")
+    found = scan.scan(catalog.get("nn/mlp"), tmp_path, tmp_path)
+    assert [(f.code, f.line) for f in found] == [("INT005", 2)], found
+
+
 def test_scan_flags_a_verbatim_copy_of_the_reference(tmp_path: Path) -> None:
     (tmp_path / "detection").mkdir()
     text = (reference_dir() / "detection" / "boxes.py").read_text()

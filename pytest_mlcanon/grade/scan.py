@@ -321,8 +321,31 @@ class _Scanner:
             self.add("INT003", node, f"names the reference ({text[:60]!r})")
 
     def forbidden(self) -> list[Finding]:
-        return [finding("INT005", f.path, f.line, f.message.split(" is a forbidden", 1)[0])
-                for f in api.static_findings(self.source, self.item) if f.code == "API005"]
+        found = [finding("INT005", f.path, f.line, f.message.split(" is a forbidden", 1)[0])
+                 for f in api.static_findings(self.source, self.item) if f.code == "API005"]
+        packages = {banned for banned in self.item.forbidden if "." not in banned}
+        lines = {f.line for f in found}
+        for node in walk(self.source.tree):
+            reached, line = _package_attribute(node, packages), getattr(node, "lineno", 0)
+            if reached and line not in lines:
+                lines.add(line)
+                found.append(finding("INT005", self.source.display, line,
+                                     f"`{reached}` (a forbidden package reached as another module's attribute)"))
+        return found
+
+
+def _package_attribute(node: ast.AST, packages: set[str]) -> str:
+    """``helper.torch``, ``getattr(helper, "torch")`` or ``vars(helper)["torch"]``: a package the item
+    forbids whole, reached through a module that imported it (another item's reference), which no
+    import names; the run-time detector sees it only in the calls the re-check makes. Empty if not."""
+    if isinstance(node, ast.Attribute) and node.attr in packages and isinstance(node.ctx, ast.Load):
+        return ast.unparse(node)[:60]
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in packages):
+        return ast.unparse(node)[:60]
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in packages:
+        return ast.unparse(node)[:60]
+    return ""
 
 
 def _defined_names(stmt: ast.stmt) -> Iterator[str]:
