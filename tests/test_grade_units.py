@@ -272,6 +272,14 @@ def test_scan_flags_a_forbidden_package_reached_through_another_module(tmp_path:
     assert [(f.code, f.line) for f in found] == [("INT005", 2)], found
 
 
+def test_scan_reads_a_forbidden_packages_name_only_on_an_imported_module(tmp_path: Path) -> None:
+    # an honest learner's own attribute or dict key of that name is no package
+    (tmp_path / "nn").mkdir()
+    (tmp_path / "nn" / "mlp.py").write_text("class Net:\n    def f(self, timings):\n"
+                                            "        return self.torch, timings['torch']\n")
+    assert [f.code for f in scan.scan(catalog.get("nn/mlp"), tmp_path, tmp_path) if f.code == "INT005"] == []
+
+
 def test_scan_flags_a_verbatim_copy_of_the_reference(tmp_path: Path) -> None:
     (tmp_path / "detection").mkdir()
     text = (reference_dir() / "detection" / "boxes.py").read_text()

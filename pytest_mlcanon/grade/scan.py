@@ -325,8 +325,9 @@ class _Scanner:
                  for f in api.static_findings(self.source, self.item) if f.code == "API005"]
         packages = {banned for banned in self.item.forbidden if "." not in banned}
         lines = {f.line for f in found}
+        modules = _imported_names(self.source.tree)
         for node in walk(self.source.tree):
-            reached, line = _package_attribute(node, packages), getattr(node, "lineno", 0)
+            reached, line = _package_attribute(node, packages, modules), getattr(node, "lineno", 0)
             if reached and line not in lines:
                 lines.add(line)
                 found.append(finding("INT005", self.source.display, line,
@@ -334,18 +335,40 @@ class _Scanner:
         return found
 
 
-def _package_attribute(node: ast.AST, packages: set[str]) -> str:
-    """``helper.torch``, ``getattr(helper, "torch")`` or ``vars(helper)["torch"]``: a package the item
-    forbids whole, reached through a module that imported it (another item's reference), which no
-    import names; the run-time detector sees it only in the calls the re-check makes. Empty if not."""
-    if isinstance(node, ast.Attribute) and node.attr in packages and isinstance(node.ctx, ast.Load):
+def _package_attribute(node: ast.AST, packages: set[str], modules: set[str]) -> str:
+    """``helper.torch`` (``helper`` imported), ``getattr(helper, "torch")`` or ``vars(helper)["torch"]``: a
+    package the item forbids whole, reached through a module that imported it (another item's
+    reference), which no import names; the run-time detector sees it only in the calls the re-check
+    makes. Empty if not. An attribute of anything but an imported name (``self.transformers``, a
+    learner's own list of blocks) is not a package."""
+    if (isinstance(node, ast.Attribute) and node.attr in packages and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Name) and node.value.id in modules):
         return ast.unparse(node)[:60]
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
             and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in packages):
         return ast.unparse(node)[:60]
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in packages:
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in packages \
+            and _namespace_of(node.value):
         return ast.unparse(node)[:60]
     return ""
+
+
+def _namespace_of(node: ast.expr) -> bool:
+    """``vars(x)`` or ``x.__dict__``: a module's namespace, read as a dict."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "__dict__"
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars"
+
+
+def _imported_names(tree: ast.AST) -> set[str]:
+    """The names a file's imports bind (``import a.b`` binds ``a``; ``from x import y as z`` binds ``z``)."""
+    names: set[str] = set()
+    for node in walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.asname or alias.name.split(".", 1)[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            names.update(alias.asname or alias.name for alias in node.names)
+    return names
 
 
 def _defined_names(stmt: ast.stmt) -> Iterator[str]:
