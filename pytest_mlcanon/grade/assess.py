@@ -227,7 +227,7 @@ def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: Jo
     tests: list[GradedTest] = []
     for nodeid in expected:
         outcome = claims.outcomes.get(nodeid)
-        label = ""
+        label = said = ""  # said: what the test's line shows after its label, where the outcome's message repeats it
         if outcome is None:
             if status is Status.ERROR:
                 continue
@@ -235,7 +235,8 @@ def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: Jo
                 label = str(status)
                 message = ending
             else:
-                label, message = "not run", f"not run: {ending}" if ending else "no result was reported"
+                label, said = "not run", ending or "no result was reported"
+                message = f"not run: {ending}" if ending else said
             outcome = Outcome(nodeid, "error", probe=nodeid in probes, contract=nodeid in contract, message=message)
         elif known:  # which tests are probes and input checks is the parent's call
             outcome = replace(outcome, probe=nodeid in probes, contract=nodeid in contract)
@@ -243,7 +244,7 @@ def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: Jo
                 outcome = replace(outcome, outcome="failed", message=f"skipped, where the reference ran it: "
                                                                      f"{outcome.message}"[:300])
         outcomes.append(outcome)
-        message = batch_relative(outcome.message)[:300]
+        message = batch_relative(said or outcome.message)[:300]
         tests.append(GradedTest(test_name(nodeid), label or outcome.outcome, message, outcome.probe,
                                 config.points.test_weight(test_name(nodeid)), contract=outcome.contract))
     return outcomes, tests

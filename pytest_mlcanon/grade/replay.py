@@ -82,7 +82,7 @@ class ReplayPlugin:
         self.done = True
         self.channel.send("phase", name="recheck")
         for index, case in enumerate(self.cases):
-            self.channel.send("start", test=f"recheck::{case['function']}[{index}]")
+            self.channel.send("start", test=f"recheck::{case['function']}(case {index + 1})")  # as the verdicts name it
             with self.detector.case() as hits:
                 answer = run_case(case, session_module, learner=self.detector.learner)
             if len(json.dumps([answer.result, answer.after], default=str)) > MAX_ANSWER_BYTES:
