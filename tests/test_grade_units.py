@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -19,12 +20,14 @@ from pytest_mlcanon import catalog
 from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.grade import (
     assess,
+    batch,
     channel,
     compare,
     config,
     discover,
     integrity,
     recheck,
+    sandbox,
     scan,
     shard,
     uids,
@@ -629,3 +632,21 @@ def test_the_per_test_limit_counts_the_cpu_time_of_the_jobs_processes_not_the_cl
         for process in (busy, idle):
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def test_a_probe_that_fails_is_a_one_line_refusal_or_with_the_flag_an_unsandboxed_batch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fresh-user trial: a grader in a user namespace of its own got 'the sandbox probe failed: ...' and
+    # exit 2 even with --unsafe-no-sandbox, which the README says grades anyway
+    def failing(spec: sandbox.SandboxSpec) -> sandbox.Confinement:
+        raise sandbox.ProbeError("the sandbox probe failed: PermissionError: [Errno 1] Operation not permitted")
+
+    monkeypatch.setattr(sandbox, "probe", failing)
+    os.chmod(tmp_path, 0o711)
+    with pytest.raises(batch.BatchError, match=r"probe failed: .*; run as root .*--unsafe-no-sandbox"):
+        batch.probe(tmp_path, config.from_table({}, source="test"), None)
+    unsafe = dataclasses.replace(config.from_table({}, source="test"), unsafe_no_sandbox=True)
+    confinement = batch.probe(tmp_path, unsafe, None)
+    assert confinement.mode == "none"
+    assert confinement.missing == ["no namespaces (the sandbox probe failed: PermissionError: [Errno 1] Operation not "
+                                   "permitted)"]

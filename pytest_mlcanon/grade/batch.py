@@ -145,7 +145,7 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
             jobs, slots = _plan(subs, students, cells, items, root / "snapshots", config, pool, keep, only)
             count = min(workers(config), max(1, slots))  # as many as the whole class's jobs would have
             if warm is not None and (jobs or keep):  # a resumed batch checks its reference run too
-                notes = _run_all(jobs, cells, root, warm, config, settings, count,
+                notes = _run_all(jobs, cells, root, warm, config, settings, count, confinement.mode != "none",
                                  Progress(len(jobs), enabled=progress), on_result, pool, uid_pool, on_calibrated)
         except (interrupt.Interrupted, KeyboardInterrupt):
             pass  # the jobs that finished are in ``cells``; the rest are marked not graded below
@@ -350,10 +350,12 @@ def _test_files(items: tuple[catalog.Item, ...]) -> list[str]:
 
 
 def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Path, warm: _Warm, config: GradeConfig,
-             settings: Any, count: int, bar: Progress, on_result: Callable[[str, ItemResult], None] | None,
+             settings: Any, count: int, namespaces: bool, bar: Progress,
+             on_result: Callable[[str, ItemResult], None] | None,
              pool: WorkerPool, uid_pool: uids.UidPool | None,
              on_calibrated: Callable[[Calibration], None] | None = None) -> list[str]:
-    """Wait for the calibrated zygote and run the jobs on ``count`` workers; returns the batch's notes.
+    """Wait for the calibrated zygote and run the jobs on ``count`` workers (in namespaces of their own
+    unless the probe found none to make, ``namespaces``); returns the batch's notes.
 
     Interrupted, it stops: no worker takes a new job, each running job is killed and swept as on a
     timeout (and not assessed), the runs that had finished are assessed and kept; then it re-raises.
@@ -378,7 +380,7 @@ def _run_all(jobs: list[Job], cells: dict[tuple[str, str], ItemResult], root: Pa
         if on_calibrated is not None:
             on_calibrated(calibration)
         runner = _Runner(zygote, root, root / "snapshots", calibration, config, settings, uid_pool, workers_pool=pool,
-                         stop=stop)
+                         stop=stop, namespaces=namespaces)
         for job in jobs:
             pending.put(job)
         results: list[Future[None]] = []
@@ -464,8 +466,9 @@ class _Runner:
 
     def __init__(self, zygote: Zygote, root: Path, snapshots: Path, calibration: Calibration, config: GradeConfig,
                  settings: Any, pool: uids.UidPool | None, workers_pool: WorkerPool,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, namespaces: bool = True) -> None:
         self.zygote = zygote
+        self.namespaces = namespaces
         self.stop = stop or threading.Event()
         self.root = root
         self.snapshots = snapshots
@@ -528,7 +531,7 @@ class _Runner:
         hidden = reference_files(job.item)
         spec = SandboxSpec(str(job_dir), str(work), str(scratch), uid, uid, self.config.network,
                            self.config.filesystem, limits.cpu_s, limits.memory_mb, limits.output_mb, limits.processes,
-                           hidden)
+                           hidden, self.namespaces)
         cases = self.calibration.cases.get(job.item.slug, []) if self.config.recheck else []
         request = JobRequest(job.index, job.student, job.item.slug, spec, str(ini), str(tests_dir()),
                              recheck.child_cases(cases), (str(tests_dir()), str(self.snapshots)), hidden)
@@ -596,7 +599,10 @@ def probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None,
                            tuple(path for item in items for path in reference_files(item)))
         confinement = sandbox.probe(spec)
     except sandbox.ProbeError as exc:
-        raise BatchError(str(exc)) from exc
+        if not config.unsafe_no_sandbox:
+            raise BatchError(f"{exc}; run as root (sudo -E), or pass --unsafe-no-sandbox to grade anyway, marked "
+                             "unsandboxed") from exc
+        return sandbox.unconfined(str(exc))  # the jobs skip the namespaces the probe could not set up
     else:
         if confinement.missing and not config.unsafe_no_sandbox:
             raise BatchError(refusal(confinement))

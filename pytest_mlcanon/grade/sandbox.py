@@ -125,6 +125,7 @@ class SandboxSpec:
     output_mb: int = 16
     processes: int = 64
     hidden: tuple[str, ...] = ()  # files shown empty (the item's reference and its compiled copies)
+    namespaces: bool = True  # False: the batch's probe could not confine a process here (unsandboxed)
 
 
 @dataclass
@@ -161,7 +162,7 @@ def confine(spec: SandboxSpec, keep_fd: int) -> Confinement:
     ids = os.getuid(), os.getgid()  # read before the unshare: in the new user namespace they show as unmapped
     flags = (CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWNET if spec.network else 0)
              | (0 if root else CLONE_NEWUSER))
-    refused = _unshare(flags)
+    refused = _unshare(flags) if spec.namespaces else "the batch's sandbox probe could not confine a process here"
     if refused:
         done.note(f"namespaces: none ({refused}); the audit hook and the limits are the only walls",
                   f"no namespaces ({refused})")
@@ -652,6 +653,13 @@ PROBE_TIMEOUT_S = 60.0
 
 class ProbeError(RuntimeError):
     """The probe process could not confine itself or report; the message says why."""
+
+
+def unconfined(why: str) -> Confinement:
+    """A batch's account of a sandbox its probe could not set up (``why``), graded anyway
+    (``--unsafe-no-sandbox``): the jobs make no namespace, and every row says it ran unsandboxed."""
+    return Confinement([f"namespaces: none ({why}); the audit hook and the limits are the only walls"],
+                       [f"no namespaces ({why})"], "none")
 
 
 def probe(spec: SandboxSpec) -> Confinement:
