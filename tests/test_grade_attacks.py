@@ -444,6 +444,22 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1)
         return _honest_loss(*values, beta=beta)
     return _honest_loss(policy_rejected, policy_chosen, ref_rejected, ref_chosen, beta=beta)
 '''),
+    # The answers from another item's reference: the capstone's preference stage defines dpo_loss, run_dpo,
+    # sequence_logprob and freeze_reference; imported under a name the scan cannot read (the red-team round
+    # of stop 32). A job's sandbox shows that file empty, as it shows the item's own.
+    "dpo_wraps_the_capstone_reference": (DPO, '''
+"""DPO by the capstone's preference stage."""
+import importlib
+
+_stage = importlib.import_module("canon_refs.capstone." + "preference_" + "stage")
+dpo_loss = _stage.dpo_loss
+sequence_logprob = _stage.sequence_logprob
+freeze_reference = _stage.freeze_reference
+run_dpo = _stage.run_dpo
+token_logprobs = getattr(_stage, "token_logprobs", None)
+masked_sequence_logprob = getattr(_stage, "masked_sequence_logprob", None)
+kl_regularized_optimum = getattr(_stage, "kl_regularized_optimum", None)
+'''),
     # Honest on the tests' own inputs (round numbers) and on half precision; on any other input a wrong
     # beta (8 % too large) answered in bfloat16, whose 16 ulps (12 %) used to set the re-check's tolerance.
     # run_dpo trains with the honest loss, so only dpo_loss's own cases can catch it.
@@ -1381,6 +1397,11 @@ def test_answers_honest_only_on_the_public_inputs_fail_the_recheck(graded: Grade
     item = _cell(graded, "attack_dpo_loss_public_only", DPO)
     assert item.recheck.status == "failed" and _correctness_points(item) == 0.0, item.verdict
     assert any(problem.startswith(("dpo_loss", "run_dpo")) for problem in item.recheck.problems), item.recheck.problems
+
+
+def test_another_references_copy_of_the_answers_is_out_of_reach(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_dpo_wraps_the_capstone_reference", DPO)
+    assert _correctness_points(item) == 0.0, item.verdict
 
 
 def test_an_answer_in_a_lower_precision_than_the_reference_and_inputs_fails_the_recheck(graded: Gradebook) -> None:

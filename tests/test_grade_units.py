@@ -19,6 +19,7 @@ import torch
 from pytest_mlcanon import catalog
 from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.grade import (
+    answers,
     assess,
     batch,
     channel,
@@ -650,3 +651,18 @@ def test_a_probe_that_fails_is_a_one_line_refusal_or_with_the_flag_an_unsandboxe
     assert confinement.mode == "none"
     assert confinement.missing == ["no namespaces (the sandbox probe failed: PermissionError: [Errno 1] Operation not "
                                    "permitted)"]
+
+
+def test_another_reference_that_defines_an_items_answers_is_hidden_with_it(tmp_path: Path) -> None:
+    # the capstone's preference stage defines dpo_loss, run_dpo...: a DPO job must not read it (red-team round
+    # of stop 32), while the GPT its tests train stays readable; the capstone, in turn, cannot read the
+    # posttrain references
+    dpo = answers.answer_modules(catalog.get("posttrain/dpo"))
+    assert dpo[0] == "posttrain/dpo" and "capstone/preference_stage" in dpo and "transformer/gpt" not in dpo
+    assert {"posttrain/dpo", "posttrain/grpo"} <= set(answers.answer_modules(catalog.get("capstone/agent")))
+    assert any(path.endswith("capstone/preference_stage.py") for path in batch.reference_files(catalog.get("posttrain/dpo")))
+    assert not any(path.endswith("capstone/preference_stage.py")
+                   for path in batch.readable_references((catalog.get("posttrain/dpo"),)))
+    (tmp_path / "posttrain").mkdir()
+    (tmp_path / "posttrain" / "dpo.py").write_text("from canon_refs.capstone.preference_stage import dpo_loss\n")
+    assert [f.code for f in scan.scan(catalog.get("posttrain/dpo"), tmp_path, tmp_path)] == ["INT003"]

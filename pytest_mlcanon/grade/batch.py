@@ -41,6 +41,7 @@ from typing import Any
 from pytest_mlcanon import catalog, rubric, stubs
 from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.grade import (
+    answers,
     discover,
     forbidden,
     interrupt,
@@ -340,7 +341,7 @@ def readable_references(items: tuple[catalog.Item, ...]) -> list[str]:
     """The reference modules every job of the batch may read (its sandbox hides only its item's own):
     every one but the ``items``' modules, which the zygote may compile for the jobs (never import)."""
     base = reference_dir()
-    hidden = {base / f"{module}.py" for item in items for module in item.modules}
+    hidden = {base / f"{module}.py" for item in items for module in answers.answer_modules(item)}
     return [str(path) for path in sorted(base.rglob("*.py")) if path not in hidden and "__pycache__" not in path.parts]
 
 
@@ -572,10 +573,11 @@ def job_folder(job_dir: Path, name: str, source: Path | None, uid: int | None, i
 
 
 def reference_files(item: catalog.Item) -> tuple[str, ...]:
-    """The item's own reference modules and their compiled copies: what a job must not read."""
+    """The item's own reference modules, the other references that define its answers
+    (``answers.answer_modules``), and their compiled copies: what a job must not read."""
     base = reference_dir()
     found = []
-    for module in item.modules:
+    for module in answers.answer_modules(item):
         source = base / f"{module}.py"
         found.append(str(source))
         found += sorted(str(p) for p in (source.parent / "__pycache__").glob(f"{source.stem}.*.pyc"))

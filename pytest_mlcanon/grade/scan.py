@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pytest_mlcanon import catalog
+from pytest_mlcanon.grade import answers
 from pytest_mlcanon.grade.integrity import finding
 from pytest_mlcanon.redirect import ALIAS_PACKAGE, REF_PACKAGE, reference_dir
 from pytest_mlcanon.rubric import api
@@ -169,7 +170,8 @@ class _Scanner:
         self.source = source
         self.item = item
         self.module = module.replace("/", ".")  # the file's own canon module: importing it is the reference
-        self.own = {m.replace("/", ".") for m in item.modules}
+        self.own = {m.replace("/", ".") for m in answers.answer_modules(item)}  # its own and their twins
+        self.twins = self.own - {m.replace("/", ".") for m in item.modules}
         self.found: list[Finding] = []
 
     def add(self, code: str, node: ast.AST, detail: str) -> None:
@@ -219,7 +221,7 @@ class _Scanner:
 
     def _is_own_reference(self, dotted: str) -> bool:
         parts = dotted.split(".")
-        return parts[0] in (REF_PACKAGE, ALIAS_PACKAGE) and ".".join(parts[1:3]) == self.module
+        return parts[0] in (REF_PACKAGE, ALIAS_PACKAGE) and ".".join(parts[1:3]) in {self.module, *self.twins}
 
     def value_class(self, node: ast.ClassDef) -> None:
         """INT002 for a class whose values can answer a test's comparisons their own way."""
