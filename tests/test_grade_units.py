@@ -666,3 +666,11 @@ def test_another_reference_that_defines_an_items_answers_is_hidden_with_it(tmp_p
     (tmp_path / "posttrain").mkdir()
     (tmp_path / "posttrain" / "dpo.py").write_text("from canon_refs.capstone.preference_stage import dpo_loss\n")
     assert [f.code for f in scan.scan(catalog.get("posttrain/dpo"), tmp_path, tmp_path)] == ["INT003"]
+
+
+def test_a_long_verdict_is_cut_with_an_ellipsis() -> None:
+    # the fresh-user trial: a verdict holding a student's long exception message lost its end, closing
+    # parenthesis included, with nothing to say it was cut
+    cell = assess.not_run(BOXES, Status.HARNESS_ERROR, "a very long message " * 50,
+                          config.from_table({}, source="test"))
+    assert len(cell.verdict) == 400 and cell.verdict.endswith("\u2026"), cell.verdict[-20:]

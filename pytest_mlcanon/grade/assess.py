@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from pytest_mlcanon import catalog, rubric
 from pytest_mlcanon.evidence import EvidenceError, ItemEvidence, RecheckFailure, ShapeTrace, Status
-from pytest_mlcanon.grade import integrity
+from pytest_mlcanon.grade import integrity, text
 from pytest_mlcanon.grade.compare import Context, compare, evidence
 from pytest_mlcanon.grade.config import GradeConfig
 from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
@@ -187,7 +187,7 @@ def _status(run: JobRun, claims: Claims, item: catalog.Item, config: GradeConfig
     if run.killed == "memory":
         return Status.KILLED, f"memory over {limits.memory_mb} MB{where}"
     if run.killed == "channel":
-        return Status.KILLED, f"the result channel was forged or corrupted: {run.channel_error}"[:300]
+        return Status.KILLED, text.clean(f"the result channel was forged or corrupted: {run.channel_error}", 300)
     if run.exit is not None and run.exit.signal == signal.SIGXCPU:
         return Status.TIMEOUT, f"CPU limit of {limits.cpu_s:g} s{where}"
     if (run.exit is not None and run.exit.signal == signal.SIGXFSZ) or claims.output_limit:
@@ -244,7 +244,7 @@ def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: Jo
                 outcome = replace(outcome, outcome="failed", message=f"skipped, where the reference ran it: "
                                                                      f"{outcome.message}"[:300])
         outcomes.append(outcome)
-        message = batch_relative(said or outcome.message)[:300]
+        message = text.clean(batch_relative(said or outcome.message), 300, lines=True)
         tests.append(GradedTest(test_name(nodeid), label or outcome.outcome, message, outcome.probe,
                                 config.points.test_weight(test_name(nodeid)), contract=outcome.contract))
     return outcomes, tests
@@ -426,7 +426,7 @@ def _verdict(result: ItemResult, ending: str, judged: Verdict | None) -> str:
     first = result.integrity[0]
     more = f" (+{len(result.codes) - 1} more)" if len(result.codes) > 1 else ""
     where = f" at {first.where}" if first.path else ""
-    return f"flagged: {first.code} {integrity.RULES[first.code].title}{where}{more}; {base}"[:400]
+    return text.clean(f"flagged: {first.code} {integrity.RULES[first.code].title}{where}{more}; {base}", 400)
 
 
 def _outcome_line(result: ItemResult, ending: str, judged: Verdict | None) -> str:
@@ -438,12 +438,12 @@ def _outcome_line(result: ItemResult, ending: str, judged: Verdict | None) -> st
             line += f"; {_unfinished_line(result.unfinished, len(result.tests))}"
         elif result.recheck.status == "unverified":
             line += f"; {_unverified_line(result.recheck)}"
-        return line[:300]
+        return text.clean(line, 300)
     passed = result.tests_count("passed")
     tail = f"; {passed} of {len(result.tests)} tests had passed" if result.tests else ""
     if result.status.stopped:
         tail += f"; {_unfinished_line(result.unfinished, len(result.tests))}"
-    return f"{result.status}: {ending}{tail}"[:300]
+    return text.clean(f"{result.status}: {ending}{tail}", 300)
 
 
 def _unfinished_line(never: int, tests: int) -> str:
@@ -460,6 +460,6 @@ def _unverified_line(check: Recheck) -> str:
 
 def not_run(item: catalog.Item, status: Status, message: str, config: GradeConfig) -> ItemResult:
     """The cell of an item that never ran: not attempted, no tests, or a grader failure."""
-    return ItemResult(item.slug, item.number, item.title, status, verdict=f"{status}: {message}",
-                      outcome=f"{status}: {message}",
+    line = text.clean(f"{status}: {message}", 400)
+    return ItemResult(item.slug, item.number, item.title, status, verdict=line, outcome=line,
                       max_points=config.points.item(item.slug))
