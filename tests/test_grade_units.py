@@ -674,3 +674,25 @@ def test_a_long_verdict_is_cut_with_an_ellipsis() -> None:
     cell = assess.not_run(BOXES, Status.HARNESS_ERROR, "a very long message " * 50,
                           config.from_table({}, source="test"))
     assert len(cell.verdict) == 400 and cell.verdict.endswith("\u2026"), cell.verdict[-20:]
+
+
+def test_a_sweep_without_a_uid_counts_live_processes_not_the_jobs_zombie() -> None:
+    # the second fresh-teacher trial: without root, an honest timeout was flagged INT110 because the killed
+    # job, not yet reaped, still made its process group exist
+    pid = os.fork()
+    if pid == 0:
+        os.setpgid(0, 0)
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 10
+        while uids.group_members(pid) and time.monotonic() < deadline:  # until it is a zombie
+            time.sleep(0.01)
+        assert uids.sweep(None, pid) == 0
+    finally:
+        os.waitpid(pid, 0)
+    alive = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        assert uids.sweep(None, alive.pid) == 1
+        assert alive.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        alive.kill()

@@ -160,25 +160,47 @@ def processes_of(uid: int) -> list[int]:
         try:
             if os.stat(f"/proc/{entry}").st_uid != uid:
                 continue
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
+            fields = _stat_fields(entry)
         except (OSError, IndexError):
             continue
-        if state not in ("Z", "X"):
+        if fields[0] not in ("Z", "X"):
             found.append(int(entry))
     return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) pids of process group ``pgid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = _stat_fields(entry)  # state, ppid, pgrp, ...
+        except (OSError, IndexError):
+            continue
+        if fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            found.append(int(entry))
+    return found
+
+
+def _stat_fields(pid: str) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name: state, ppid, pgrp..."""
+    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+        return handle.read().rsplit(")", 1)[1].split()
 
 
 def sweep(uid: int | None, pgid: int) -> int:
     """Kill every process the job left (all of ``uid``'s, else the process group) and, with a uid,
     remove every file it owns in the folders anyone may write. Returns how many processes were still
     alive when the sweep began."""
-    if uid is None:
+    if uid is None:  # the job's process group: a member that is only a zombie (the job itself, killed on a
+        # timeout and not yet reaped) is not left running
+        left = group_members(pgid)
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            return 0
-        return 1
+            pass
+        return len(left)
     left = processes_of(uid)
     if left:
         _kill_all(uid)
