@@ -20,7 +20,6 @@ from pathlib import Path
 
 from pytest_mlcanon import catalog
 from pytest_mlcanon.layout import reference_dir, tests_dir
-from pytest_mlcanon.redirect import REF_PACKAGE
 
 
 def answer_modules(item: catalog.Item) -> tuple[str, ...]:
@@ -59,7 +58,7 @@ def _public_names() -> dict[str, frozenset[str]]:
 def _needed(item: catalog.Item) -> set[str]:
     """The modules of the items it builds on (``depends_on``), and the reference modules the item's tests
     and its own reference import, followed through the references they reach."""
-    needed = {module for number in _builds_on(item) for module in catalog.get(number).modules}
+    needed = {module for other in catalog.builds_on(item) for module in other.modules}
     todo = [tests_dir() / name for name in item.test_files] + [reference_dir() / f"{m}.py" for m in item.modules]
     seen: set[Path] = set()
     while todo:
@@ -74,37 +73,14 @@ def _needed(item: catalog.Item) -> set[str]:
     return needed
 
 
-def _builds_on(item: catalog.Item) -> set[int]:
-    found: set[int] = set()
-    todo = list(item.depends_on)
-    while todo:
-        number = todo.pop()
-        if number not in found:
-            found.add(number)
-            todo += catalog.get(number).depends_on
-    return found
+def _imported_references(path: Path) -> list[str]:
+    """``area/module`` for each canon module a file imports (``scan.canon_imports``, which scan reads
+    this module for: imported here, where it is used)."""
+    from pytest_mlcanon.grade.scan import canon_imports
 
-
-def _imported_references(path: Path) -> set[str]:
-    """``area/module`` for each ``canon_refs.<area>.<module>`` a file imports (``from canon_refs.area import
-    module`` and ``import canon_refs.area.module`` alike)."""
     tree = _parse(path)
-    found: set[str] = set()
-    if tree is None:
-        return found
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == REF_PACKAGE:
-            parts = node.module.split(".")[1:]
-            if len(parts) == 1:
-                found.update(f"{parts[0]}/{alias.name}" for alias in node.names)
-            elif len(parts) >= 2:
-                found.add(f"{parts[0]}/{parts[1]}")
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == REF_PACKAGE and len(parts) >= 3:
-                    found.add(f"{parts[1]}/{parts[2]}")
-    return found
+    module = path.relative_to(path.parents[1]).with_suffix("").as_posix()
+    return canon_imports(tree, module) if tree is not None else []
 
 
 def _parse(path: Path) -> ast.Module | None:
