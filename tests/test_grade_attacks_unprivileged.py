@@ -37,6 +37,9 @@ from test_grade_attacks import (
 
 CLASSICS = ("write_outside", "open_socket", "fork_bomb", "patch_comparisons", "os_exit_mid_test",
             "read_reference_files", "load_reference_by_path")
+#: An honest classmate whose code hangs after seven calls: a timeout, never a flag (the second fresh-teacher
+#: trial of stop 32 saw every honest timeout flagged INT110 without root, for the killed job's zombie).
+SLOW = "slow_then_hangs"
 #: issue 23.1: the job runs as the grader's own uid here; the answers must stay out of its reach all the same.
 TRUST = ("read_other_processes_memory",)
 CONFIG = (f'items = ["{BOXES}"]\nworkers = 2\nseed = 20240607\n'
@@ -82,6 +85,7 @@ def data(place: Path) -> dict[str, Any]:
     """The class graded without root: its gradebook.json."""
     submissions = place / "class"
     _good(submissions, "honest_good")
+    _write(submissions, SLOW, {BOXES: _attack_source(*ATTACKS["infinite_loop"]).encode()})
     for name in CLASSICS:
         _write(submissions, f"attack_{name}", {BOXES: _attack_source(*ATTACKS[name]).encode()})
     for name in TRUST:
@@ -142,6 +146,13 @@ def test_what_only_the_kernel_stops_reaches_nothing(book: dict[str, dict[str, An
         assert kernel_attacks.loot(messages) == [], (name, messages[:1])
     assert kernel_attacks.daemons() == []
     assert not kernel_attacks.node_mark().exists() and not ESCAPE_MARK.exists()
+
+
+def test_an_honest_timeout_is_a_timeout_and_no_flag(book: dict[str, dict[str, Any]]) -> None:
+    cell = book[SLOW]
+    assert cell["status"] == "timeout" and "ran over 15 s" in cell["verdict"], cell["verdict"]
+    assert not cell["flagged"] and cell["integrity"] == [], (cell["verdict"], cell["integrity"])
+    assert cell["points"] > 0, "the tests before the hang keep the points of the axes they earned"
 
 
 def test_the_notes_of_the_class_are_the_graders(data: dict[str, Any]) -> None:
