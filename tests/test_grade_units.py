@@ -5,15 +5,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
+import sandboxing
 import torch
 
 from pytest_mlcanon import catalog
@@ -651,6 +655,41 @@ def test_a_probe_that_fails_is_a_one_line_refusal_or_with_the_flag_an_unsandboxe
     assert confinement.mode == "none"
     assert confinement.missing == ["no namespaces (the sandbox probe failed: PermissionError: [Errno 1] Operation not "
                                    "permitted)"]
+
+
+def test_a_wall_the_teachers_config_turns_off_is_named_in_the_refusal() -> None:
+    # the second fresh-teacher trial: [sandbox] filesystem = false, as root, was refused with advice to run as
+    # root and allow user namespaces, which the teacher had already done; the refusal names the key instead
+    folder = Path(tempfile.mkdtemp(prefix="mlcanon-refusal-"))  # the sandbox user must read it (not pytest's 0700 tmp)
+    os.chmod(folder, 0o711)
+    settings = config.from_table({"sandbox": {"filesystem": False, "network": False}}, source="test")
+    pool = uids.UidPool(settings.uid_base + 901, 1) if os.geteuid() == 0 else None
+    try:
+        with pytest.raises(batch.BatchError) as refused:
+            batch.probe(folder, settings, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    message = str(refused.value)
+    assert "\n" not in message and message.endswith("or pass --unsafe-no-sandbox to grade anyway, marked unsandboxed")
+    if sandboxing.refusal():  # this machine refuses a sandbox anyway: the refusal says so first
+        assert "run as root" in message, message
+        return
+    assert "set network = true and filesystem = true under [sandbox] in the grade config" in message, message
+    assert "run as root" not in message and "user namespaces" not in message, message
+
+
+def test_the_refusal_gives_each_fix_it_needs() -> None:
+    off = sandbox.Confinement([], ["a user of its own (turned off in the teacher's config)"], "root", ["user"])
+    assert batch.refusal(off) == ("no sandbox for the jobs (no isolation of a user of its own (turned off in the "
+                                  "teacher's config)); set user = true under [sandbox] in the grade config, or pass "
+                                  "--unsafe-no-sandbox to grade anyway, marked unsandboxed")
+    both = sandbox.Confinement([], ["network (turned off in the teacher's config)", "processes (the probe saw 3 "
+                                    "other process(es))"], "user namespace", ["network"])
+    with mock.patch.object(os, "geteuid", return_value=1000):  # a grader without root: the namespace refused
+        assert "set network = true under [sandbox] in the grade config, run as root (sudo -E), allow " \
+            "unprivileged" in batch.refusal(both)
 
 
 def test_another_reference_that_defines_an_items_answers_is_hidden_with_it(tmp_path: Path) -> None:

@@ -617,12 +617,22 @@ def probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None,
 
 
 def refusal(confinement: sandbox.Confinement) -> str:
-    """The one line that says why a batch will not run without ``--unsafe-no-sandbox``."""
-    why = ("the grader is not root and this kernel refuses unprivileged user namespaces"
-           if confinement.mode == "none" and os.geteuid() != 0 else f"no isolation of {', '.join(confinement.missing)}")
-    return (f"no sandbox for the jobs ({why}); run as root (sudo -E), allow unprivileged user namespaces "
-            f"(sysctl user.max_user_namespaces=10000, and kernel.unprivileged_userns_clone=1 where it exists), "
-            f"or pass --unsafe-no-sandbox to grade anyway, marked unsandboxed")
+    """The one line that says why a batch will not run without ``--unsafe-no-sandbox``, and what would
+    make it run: the ``[sandbox]`` keys of the teacher's config that turned a wall off, root or user
+    namespaces for a grader without root whose machine refused a wall."""
+    refused = confinement.mode == "none" and os.geteuid() != 0
+    why = ("the grader is not root and this kernel refuses unprivileged user namespaces" if refused
+           else f"no isolation of {', '.join(confinement.missing)}")
+    fixes = []
+    if confinement.switched_off:
+        keys = " and ".join(f"{key} = true" for key in confinement.switched_off)
+        fixes.append(f"set {keys} under [sandbox] in the grade config")
+    if os.geteuid() != 0 and len(confinement.missing) > len(confinement.switched_off):  # as root, the reason
+        # each other wall gave (in ``why``) is the fix
+        fixes += ["run as root (sudo -E)", "allow unprivileged user namespaces (sysctl user.max_user_namespaces="
+                  "10000, and kernel.unprivileged_userns_clone=1 where it exists)"]
+    fixes.append("pass --unsafe-no-sandbox to grade anyway, marked unsandboxed")
+    return f"no sandbox for the jobs ({why}); {', '.join(fixes[:-1])}, or {fixes[-1]}"
 
 
 def remove_tree(path: Path | str) -> None:

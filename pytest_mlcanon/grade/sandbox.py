@@ -136,11 +136,14 @@ class Confinement:
     notes: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     mode: str = "none"  # root, user namespace, none
+    switched_off: list[str] = field(default_factory=list)  # the ``[sandbox]`` keys of the config behind a missing wall
 
-    def note(self, text: str, missing: str = "") -> None:
+    def note(self, text: str, missing: str = "", switched_off: str = "") -> None:
         self.notes.append(text)
         if missing:
             self.missing.append(missing)
+        if switched_off:
+            self.switched_off.append(switched_off)
 
 
 def enter(spec: SandboxSpec, keep_fd: int) -> list[str]:
@@ -178,14 +181,17 @@ def confine(spec: SandboxSpec, keep_fd: int) -> Confinement:
             _map_user(*ids)
         _supervise(keep_fd, spec.cpu_s)  # returns in the job, PID 1 of the new PID namespace
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        done.note(_network(spec), "" if spec.network else "network (turned off in the teacher's config)")
+        if spec.network:
+            done.note(_network(spec))
+        else:
+            done.note(_network(spec), "network (turned off in the teacher's config)", "network")
         if spec.filesystem:
             _minimal_root(spec, done)
         else:
             _hide(spec, "", done)
             _fresh_proc("/proc", done)
             done.note("file system: the whole machine is visible (turned off in the teacher's config)",
-                      "file system (turned off in the teacher's config)")
+                      "file system (turned off in the teacher's config)", "filesystem")
     _limits(spec, host_processes, dropping)
     done.note(f"limits: {spec.cpu_s:g} s CPU, {spec.memory_mb} MB memory, {spec.output_mb} MB per file written, "
               f"{spec.processes} processes")
@@ -193,7 +199,7 @@ def confine(spec: SandboxSpec, keep_fd: int) -> Confinement:
         note, hidden = _drop_privileges(spec)
         done.note(note, f"a user of its own ({hidden})" if hidden else "")
     elif root:
-        done.note("user: root (sandbox user off)", "a user of its own (turned off in the teacher's config)")
+        done.note("user: root (sandbox user off)", "a user of its own (turned off in the teacher's config)", "user")
     elif done.mode == "user namespace":
         _drop_capabilities()
         done.note("user: the grader's uid, with no capability, in a user namespace of its own")
@@ -691,7 +697,8 @@ def probe(spec: SandboxSpec) -> Confinement:
         raise ProbeError(f"the sandbox probe failed (exit status {process.returncode}): {tail[0]}") from None
     if "error" in answer:
         raise ProbeError(f"the sandbox probe failed: {answer['error']}")
-    return Confinement([str(n) for n in answer["notes"]], [str(m) for m in answer["missing"]], str(answer["mode"]))
+    return Confinement([str(n) for n in answer["notes"]], [str(m) for m in answer["missing"]], str(answer["mode"]),
+                       [str(k) for k in answer["switched_off"]])
 
 
 def _walls_hold(done: Confinement) -> None:
