@@ -260,6 +260,7 @@ class Outcome:
     recheck: bool = False  # not a test: the parent's re-check of a probe's call (evidence, never counted as a test)
     raised: str = ""  # the class of the exception that failed the test, when it was not the test's own assertion
     raised_at: str = ""  # where that exception was raised: one of RAISED_AT
+    reported: bool = True  # False: grading only, the run ended before this test reported (an error that never ran)
 
     @property
     def failed(self) -> bool:
@@ -267,7 +268,7 @@ class Outcome:
 
     @property
     def ran(self) -> bool:
-        return self.outcome != "skipped"
+        return self.outcome != "skipped" and self.reported
 
     @property
     def name(self) -> str:
@@ -281,7 +282,7 @@ class Outcome:
                 "where": self.where.to_json() if self.where else None,
                 "nonfinite": self.nonfinite.to_json() if self.nonfinite else None,
                 "origin": self.origin.to_json() if self.origin else None,
-                "raised": clip(self.raised, MAX_NAME), "raised_at": self.raised_at}
+                "raised": clip(self.raised, MAX_NAME), "raised_at": self.raised_at, "reported": self.reported}
 
     @classmethod
     def from_json(cls, data: object) -> Outcome:
@@ -295,7 +296,8 @@ class Outcome:
                    Location.from_json(where) if where is not None else None,
                    NonFinite.from_json(nonfinite) if nonfinite is not None else None,
                    ValueOrigin.from_json(origin) if origin is not None else None,
-                   raised=f.text("raised", MAX_NAME, default=""), raised_at=_raised_at(f.text("raised_at", 10, default="")))
+                   raised=f.text("raised", MAX_NAME, default=""), raised_at=_raised_at(f.text("raised_at", 10, default="")),
+                   reported=f.flag("reported", True))
 
 
 #: Where the exception that failed a test was raised: a line of the learner's files, the test's own code,

@@ -36,9 +36,9 @@ def _counts(result: pytest.RunResult) -> tuple[int, int]:
 
 
 def _correctness_failed(verdict: str, result: pytest.RunResult) -> None:
-    """``no: correctness failed (N of M tests)...``: M is the tests that ran and count toward Correctness, N
+    """``no: correctness failed (N of M tests failed)...``: M is the tests that ran and count toward Correctness, N
     those of them that failed (numerics probes and input-check advice are counted on their own lines)."""
-    found = re.match(r"no: correctness failed \((\d+) of (\d+) tests\)", verdict)
+    found = re.match(r"no: correctness failed \((\d+) of (\d+) tests failed\)", verdict)
     failed, ran = _counts(result)
     assert found is not None, verdict
     assert 0 < int(found[1]) <= failed and int(found[1]) <= int(found[2]) <= ran, (verdict, failed, ran)

@@ -255,7 +255,7 @@ def test_a_verdict_word_never_praises_failing_code_and_names_what_held_it_back()
     assert str(judge(axes(()))) == "strong"
     assert str(judge(axes(("explanation",)))) == "strong: explanation failed"
     assert str(judge(axes(("shapes", "api")))) == "hire with reservations: shapes and API fluency failed"
-    assert str(judge(axes(("correctness",), "8 of 39 tests")))  == "no: correctness failed (8 of 39 tests)"
+    assert str(judge(axes(("correctness",), "8 of 39 tests failed")))  == "no: correctness failed (8 of 39 tests failed)"
     assert judge(axes(("correctness", "numerics"), "a public name is missing")).with_score(3) == (
         "no 3/5: correctness failed (a public name is missing); numerics failed")
 
@@ -310,6 +310,30 @@ def test_a_failed_probe_does_not_blame_an_infinite_value_the_contract_asks_for()
     [finding] = numerics.evaluate([], [probe], Settings()).findings
     assert (finding.path, finding.line) == ("canon_tests/test_retrieval_ivf.py", 90)
     assert "first non-finite" not in finding.message
+
+
+def test_tests_a_run_never_reported_are_one_finding_not_one_each() -> None:
+    # the second fresh-teacher trial: a job that exited at import got 15 near-identical COR001 and
+    # "input checks (advice): 0 of 3 held"; a timeout after 2 tests is a run that never finished too
+    from pytest_mlcanon.rubric import correctness
+
+    def silent(name: str, **kinds: bool) -> Outcome:
+        return Outcome(f"t::{name}", "error", message="not run: the process ended", reported=False, **kinds)
+
+    outcomes = [Outcome("t::test_a", "passed"), Outcome("t::test_b", "failed", message="off by 1"),
+                *(silent(f"test_{i}") for i in range(5)), silent("test_probe", probe=True),
+                silent("test_bad_beta", contract=True)]
+    axis = correctness.evaluate(outcomes, place="t.py", item="posttrain/dpo")
+    assert [f.code for f in axis.findings] == ["COR001", "COR005"]
+    assert axis.findings[1].message == ("6 test(s), 1 of them numerics probes, never reported (test_0, test_1, "
+                                        "test_2 and 3 more)")
+    assert not axis.passed and axis.why == "1 of 2 tests failed; 5 never reported"
+    assert axis.notes == (), "an input check that never ran neither held nor failed"
+    numbers = numerics.evaluate([], outcomes, Settings())
+    assert not numbers.passed and numbers.findings == () and numbers.notes == ("numerics probes passed: 0/1 "
+                                                                                "(1 never reported)",)
+    nothing = correctness.evaluate([silent("test_a"), silent("test_b")], place="t.py")
+    assert [f.code for f in nothing.findings] == ["COR005"] and nothing.why == "2 never reported"
 
 
 def test_an_item_that_was_not_scored_keeps_its_status_as_its_verdict(tmp_path: Path) -> None:

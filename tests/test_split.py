@@ -101,7 +101,7 @@ def test_a_split_check_reports_exactly_what_one_process_reports(tmp_path: Path,
     runs = json.loads(done.stdout.splitlines()[-1])
     serial = runs.pop("serial")
     assert serial["helper"] is None and serial["ending"] == "FINISHED"
-    assert serial["report"]["items"][0]["verdict"].startswith("no: correctness failed (9 of 32 tests)")  # 52 ran: 7 probes and 13 input checks count apart
+    assert serial["report"]["items"][0]["verdict"].startswith("no: correctness failed (9 of 32 tests failed)")  # 52 ran: 7 probes and 13 input checks count apart
     no_fork = runs.pop("cannot_fork")  # no helper: the check runs in its own process, as ever
     assert no_fork["helper"] is None and no_fork["ending"] == "FINISHED"
     assert _without_times(no_fork["report"]) == _without_times(serial["report"])

@@ -141,7 +141,7 @@ def test_a_failing_check_shows_short_tracebacks_and_the_report_of_mlcanon_check(
         assert watch.process.wait(timeout=30) == 0
     finally:
         watch.process.kill()
-    assert verdict.startswith(f"{VERDICT}no: correctness failed (8 of 19 tests)")
+    assert verdict.startswith(f"{VERDICT}no: correctness failed (8 of 19 tests failed)")
     failures = [line for line in shown if line.startswith("_____")]  # one header per failing test
     assert len(failures) >= 5, "\n".join(shown)
     assert not [line for line in shown if line.startswith("    def ")], "\n".join(shown)  # no function sources
@@ -237,7 +237,7 @@ def test_a_child_forked_ahead_of_the_save_checks_the_file_as_saved(drilled: Path
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result == {"verdicts": [["no: correctness failed (8 of 19 tests) 4/5"], ["strong 5/5"]], "discarded_is_gone": True}, result
+    assert result == {"verdicts": [["no: correctness failed (8 of 19 tests failed) 4/5"], ["strong 5/5"]], "discarded_is_gone": True}, result
 
 
 def test_checks_keep_pytest_logging_only_when_the_learner_configures_it() -> None:

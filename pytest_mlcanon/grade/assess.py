@@ -150,7 +150,8 @@ def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, 
     result.status, ending = _status(run, claims, item, config)
     outcomes, result.tests = _tests(item, calibration, claims, run, result.status, ending, config)
     result.unfinished = _unfinished(result, outcomes, claims)
-    result.recheck = _recheck(item, calibration, claims, config)
+    result.recheck = (_recheck(item, calibration, claims, config) if result.status is not Status.ERROR
+                      else Recheck("not run", "the item's code did not import, so no call could be made"))
     outcomes += [Outcome(f"re-check on a numerics probe's inputs ({i + 1})", "failed", probe=True, message=problem,
                          recheck=True)
                  for i, problem in enumerate(result.recheck.numerics)]
@@ -237,7 +238,8 @@ def _tests(item: catalog.Item, calibration: Calibration, claims: Claims, run: Jo
             else:
                 label, said = "not run", ending or "no result was reported"
                 message = f"not run: {ending}" if ending else said
-            outcome = Outcome(nodeid, "error", probe=nodeid in probes, contract=nodeid in contract, message=message)
+            outcome = Outcome(nodeid, "error", probe=nodeid in probes, contract=nodeid in contract, message=message,
+                              reported=False)
         elif known:  # which tests are probes and input checks is the parent's call
             outcome = replace(outcome, probe=nodeid in probes, contract=nodeid in contract)
             if outcome.outcome == "skipped" and nodeid not in skips:  # only the machine may skip a test
@@ -430,7 +432,7 @@ def _verdict(result: ItemResult, ending: str, judged: Verdict | None) -> str:
 
 
 def _outcome_line(result: ItemResult, ending: str, judged: Verdict | None) -> str:
-    """``no 4/5: correctness failed (8 of 39 tests)`` for a scored item (and what its unverified
+    """``no 4/5: correctness failed (8 of 39 tests failed)`` for a scored item (and what its unverified
     correctness earned), else what stopped it."""
     if result.status is Status.SCORED and result.score is not None and judged is not None:
         line = judged.with_score(result.score)

@@ -75,13 +75,17 @@ def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *, co
     tests = [o for o in outcomes if not o.probe and o not in advice]
     signatures = _signature_findings([o for o in outcomes if o not in advice])
     called = {o.nodeid for o in outcomes if signature_problem(o)}
-    failed = [o for o in tests if o.failed and o.nodeid not in called]
+    failed = [o for o in tests if o.failed and o.reported and o.nodeid not in called]
+    silent = [o for o in outcomes if not o.reported and o not in advice]  # the run ended first: one finding
     findings = [_failed(o, item) for o in failed]
     findings += missing + signatures
     ran = [o for o in tests if o.ran]
-    if not ran:
+    if silent:
+        findings.append(never_reported(silent, place))
+    elif not ran:
         findings.append(_nothing_ran([o for o in outcomes if o.probe and o.ran], place))
-    why = _why(len(failed), len(ran), missing, signatures)  # re-check outcomes are probes: never in ran
+    why = _why(len(failed), len(ran), missing, signatures,  # re-check outcomes are probes: never in ran
+               sum(1 for o in silent if not o.probe))
     if recheck is not None:
         findings.append(finding("REC001", recheck_place, 0, outcome=recheck.outcome,
                                 problems="; ".join(recheck.problems)))
@@ -89,11 +93,13 @@ def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *, co
     return AxisResult(not why, tuple(findings), _contract_notes(advice), why)
 
 
-def _why(failed: int, ran: int, problems: list[Finding], signatures: list[Finding]) -> str:
-    """What failed the axis, for the verdict: ``8 of 39 tests`` (of the item's tests that count toward
+def _why(failed: int, ran: int, problems: list[Finding], signatures: list[Finding], silent: int = 0) -> str:
+    """What failed the axis, for the verdict: ``8 of 39 tests failed`` (of the item's tests that count toward
     Correctness and ran: the numerics probes and the input-check advice have their own lines, so the
     two numbers are of one kind), ``a public name is missing``..."""
-    reasons = [f"{failed} of {ran} tests"] if failed else [] if ran else ["no reference test ran"]
+    reasons = [f"{failed} of {ran} tests failed"] if failed else [] if ran or silent else ["no reference test ran"]
+    if silent:
+        reasons.append(f"{silent} never reported")
     names = sum(1 for f in problems if f.code == "COR002")
     if names:
         reasons.append("a public name is missing" if names == 1 else f"{names} public names are missing")
@@ -145,6 +151,15 @@ def _failed(outcome: Outcome, item: str) -> Finding:
     place = outcome.where or Location(outcome.nodeid, 0)
     return finding("COR001", place.path, place.line, test=outcome.name, outcome=outcome.outcome, detail=outcome.message,
                    item=item, keyword=keyword)
+
+
+def never_reported(silent: list[Outcome], place: str) -> Finding:
+    """COR005: one finding for the tests (numerics probes included) a run that ended early never
+    reported (what ended it is the verdict's), rather than one COR001 each saying the same."""
+    names = ", ".join(o.name for o in silent[:3]) + (f" and {len(silent) - 3} more" if len(silent) > 3 else "")
+    probes = sum(1 for o in silent if o.probe)
+    kinds = f"{len(silent)} test(s)" + (f", {probes} of them numerics probes," if probes else "")
+    return finding("COR005", place, 0, tests=kinds, names=names)
 
 
 def _nothing_ran(probes: list[Outcome], place: str) -> Finding:

@@ -74,7 +74,7 @@ def verdict_for(score: float) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The verdict word and what held the item back: ``no: correctness failed (8 of 39 tests)``."""
+    """The verdict word and what held the item back: ``no: correctness failed (8 of 39 tests failed)``."""
 
     word: str
     reasons: tuple[str, ...] = ()
@@ -83,7 +83,7 @@ class Verdict:
         return f"{self.word}: {'; '.join(self.reasons)}" if self.reasons else self.word
 
     def with_score(self, score: int) -> str:
-        """The gradebook's form: ``no 4/5: correctness failed (8 of 39 tests)``."""
+        """The gradebook's form: ``no 4/5: correctness failed (8 of 39 tests failed)``."""
         head = f"{self.word} {score}/5"
         return f"{head}: {'; '.join(self.reasons)}" if self.reasons else head
 

@@ -488,8 +488,10 @@ def evaluate(sources: Iterable[Source], outcomes: Iterable[Outcome], settings: S
     findings = [f for s in sources for f in static_findings(s) if settings.enabled(f.code)]
     probes = [o for o in outcomes if o.probe and not correctness.signature_problem(o)]  # under Correctness
     for probe in probes:
-        if probe.failed and settings.enabled("NUM100"):
+        if probe.failed and probe.reported and settings.enabled("NUM100"):
             findings.append(_probe_finding(probe))
     passed_probes = sum(1 for p in probes if p.outcome == "passed")
-    notes = (f"numerics probes passed: {passed_probes}/{len(probes)}",)
-    return AxisResult(not findings, tuple(findings), notes)
+    silent = sum(1 for p in probes if not p.reported)  # under Correctness's COR005, once; never a pass
+    tail = f" ({silent} never reported)" if silent else ""
+    notes = (f"numerics probes passed: {passed_probes}/{len(probes)}{tail}",)
+    return AxisResult(not findings and not silent, tuple(findings), notes)

@@ -84,6 +84,13 @@ RULES: tuple[Rule, ...] = (
          message="the file cannot be parsed: {error}",
          hint="fix the syntax error",
          miss="syntax error"),
+    Rule("COR005", "correctness", "the run ended (a timeout, a crash, a limit, an exit) before some of the item's "
+         "tests reported: they count as failed, under one finding (grading only)",
+         "a partial run is not an attempt: what never ran proves nothing",
+         "while True: pass  # the test's time limit ends the run", "return the answer in the time a test allows",
+         message="{tests} never reported ({names})",
+         hint="make the whole run finish: the verdict says what ended it",
+         miss=None),
     Rule("REC001", "correctness", "the grader's seeded re-check failed: fresh inputs give other outputs than the "
          "reference's, or the calls never answered (grading only)",
          "fresh inputs catch answers fitted to the public examples; a grade rests on them",

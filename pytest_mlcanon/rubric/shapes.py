@@ -455,7 +455,9 @@ def runtime_findings(verdicts: Iterable[CommentVerdict], settings: Settings) -> 
     findings = [finding("SHP002", v.path, v.line, detail=v.detail) for v in counted
                 if v.status is CommentStatus.CONTRADICTED]
     count = {status: sum(1 for v in counted if v.status is status) for status in CommentStatus}
-    share = count[CommentStatus.CONFIRMED] / len(counted) if counted else 1.0
+    if not counted:
+        return findings, ["runtime: no shape comment ran in the item's tests"]
+    share = count[CommentStatus.CONFIRMED] / len(counted)
     note = (f"runtime: {count[CommentStatus.CONFIRMED]} confirmed, {count[CommentStatus.CONTRADICTED]} "
             f"contradicted, {count[CommentStatus.NEVER_EXECUTED]} never executed of {len(counted)} shape "
             f"comments ({share:.0%} confirmed)")
