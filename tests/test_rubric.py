@@ -344,6 +344,20 @@ def test_an_item_that_was_not_scored_keeps_its_status_as_its_verdict(tmp_path: P
                                                                                    None)
 
 
+def test_alternatives_that_all_fit_bind_only_what_they_agree_on() -> None:
+    # blind round 36: a key-padding mask (2, 1, 1, 5) under `# (B, 1, T_q, T_k) | (T_q, T_k) | (B, 1|H, 1|T_q,
+    # T_k)` bound T_q = 1 from the first alternative, and the output's true `# (B, T_q, d)` of (2, 5, 16) was
+    # called wrong; the third alternative fits too, with T_q free
+    mask = shape_grammar.parse("(B, 1, T_q, T_k) | (T_q, T_k) | (B, 1|H, 1|T_q, T_k)")
+    assert shape_runtime.match_comment(mask, [np.zeros((2, 1, 1, 5))], {}) == {"B": 2, "T_k": 5}
+    assert shape_runtime.match_comment(shape_grammar.parse("(B, T_q, d)"), [np.zeros((2, 5, 16))],
+                                       {"B": 2, "T_k": 5}) == {"T_q": 5, "d": 16}
+    causal = shape_grammar.parse("(B, 1, T_q, T_k) | (T_q, T_k)")  # one fit: its names bind
+    assert shape_runtime.match_comment(causal, [np.zeros((2, 1, 3, 5))], {}) == {"B": 2, "T_q": 3, "T_k": 5}
+    with pytest.raises(shape_runtime.Mismatch):
+        shape_runtime.match_comment(mask, [np.zeros((2, 4, 3, 5))], {"T_q": 3, "H": 2})
+
+
 def test_match_binds_per_call_and_evaluates_expressions() -> None:
     comment = shape_grammar.parse("(B, T + 1, C*2), (B,)")
     added = shape_runtime.match_comment(comment, [np.zeros((2, 4, 6)), np.zeros(2)], {"T": 3, "C": 3})

@@ -246,16 +246,25 @@ def _match_values(entries: Sequence[tuple[Shape, ...]], values: Sequence[Any],
         if actual is None:
             continue
         errors: list[Mismatch] = []
+        fits: list[dict[str, int]] = []
         for shape in alternatives:
             try:
-                added.update(match_shape(shape, actual, {**bindings, **added}, value))
-                break
+                fits.append(match_shape(shape, actual, {**bindings, **added}, value))
             except Mismatch as exc:
                 errors.append(exc)
-        else:
+        if not fits:
             kind = RankMismatch if all(isinstance(e, RankMismatch) for e in errors) else Mismatch
             raise kind("; ".join(map(str, errors)))
+        added.update(_agreed(fits))
     return added
+
+
+def _agreed(fits: list[dict[str, int]]) -> dict[str, int]:
+    """The bindings every alternative that fits makes alike: where two fit (a mask ``(B, 1, T_q, T_k) |
+    (B, 1|H, 1|T_q, T_k)`` of shape (2, 1, 1, 5)), a name only one of them binds, or binds otherwise, stays
+    free, so a later line cannot be held to a size the comment never claimed (blind round 36)."""
+    first, *others = fits
+    return {name: size for name, size in first.items() if all(other.get(name) == size for other in others)}
 
 
 def _fields(value: Any) -> dict[str, Any] | None:
