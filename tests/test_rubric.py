@@ -1012,6 +1012,7 @@ def test_runtime_matching_of_the_new_notation() -> None:
     labelled = shape_grammar.parse("(logits (B, T, V), loss () or None)")
     assert shape_runtime.match_comment(labelled, [(np.zeros((2, 3, 5)), None)], {}) == {"B": 2, "T": 3, "V": 5}
     assert shape_runtime.describe((np.zeros((4, 2)), np.zeros(4))) == "a tuple of (4, 2), (4,)"
+    assert shape_runtime.describe((np.zeros((4, 2)), True)) == "a tuple of (4, 2), bool"  # not "list of length 2"
 
 
 @dataclasses.dataclass

@@ -388,14 +388,14 @@ def _one_shape_for_several(alternatives: tuple[Shape, ...], values: list[Any],
 def describe(value: Any) -> str:
     """A value's shape as a report shows it: ``(2, 4)``, ``(3,)``, ``a Python scalar``, and each
     element of a tuple (``(4, 3), (4,)``)."""
-    if isinstance(value, tuple) and value and all(shape_of(v) is not None for v in value):
+    if isinstance(value, tuple) and 0 < len(value) <= 8:  # a returned pair is a tuple, not a list (blind round 36)
         return "a tuple of " + ", ".join(describe(v) for v in value)
     actual = shape_of(value)
     if actual is None:
         return "None" if value is None else type(value).__name__
     kind, shape = actual
     if kind == "list":
-        return f"list of length {shape}"
+        return f"{type(value).__name__} of length {shape}"
     if kind == "scalar" or isinstance(shape, int):
         return "a Python scalar"
     return str(tuple(shape)) if len(shape) != 1 else f"({shape[0]},)"
