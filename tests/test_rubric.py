@@ -794,6 +794,25 @@ def at_or_below(logits, k):
     filtered = logits.masked_fill(logits <= kth, float("-inf"))
     return torch.softmax(filtered, dim=-1)
 '''
+    # blind round 36: a one-hot or identity mask leaves every row of two or more columns some mass (the focal
+    # loss's log(1 - p_t) as a logsumexp of the other classes; InfoNCE's own pair taken out); a padding mask
+    # beside it still empties a row
+    one_per_row = '''
+import torch
+import torch.nn.functional as F
+
+def log_one_minus_pt(logp, y):
+    is_t = F.one_hot(y, logp.shape[-1]).bool()  # (N, C)
+    return torch.logsumexp(logp.masked_fill(is_t, float("-inf")), dim=-1)
+
+def info_nce(sim):
+    sim = sim.masked_fill(torch.eye(sim.shape[0], dtype=torch.bool), float("-inf"))
+    return torch.softmax(sim, dim=-1)
+
+def padded(scores, allow):
+    return torch.softmax(scores.masked_fill(~allow, float("-inf")), dim=-1)
+'''
+    assert _numerics(tmp_path, one_per_row, module="detection/focal_loss") == [("NUM002", 16)]
     # a mask that is not "strictly below a k-th value" can still empty a row: still flagged
     assert _numerics(tmp_path, top_p, module="transformer/attention") == [("NUM002", 19), ("NUM002", 24),
                                                                           ("NUM002", 29)]

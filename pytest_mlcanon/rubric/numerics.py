@@ -212,6 +212,24 @@ def _below_kth_value(node: ast.AST, assigned: dict[str, ast.expr]) -> bool:
 def _top_k_fill(node: ast.AST, assigned: dict[str, ast.expr]) -> bool:
     """A fill whose mask is a top-k comparison: ``masked_fill(x < kth, v)``, ``where(x < kth, v, x)`` or
     ``x[x < kth] = v``."""
+    return any(_below_kth_value(m, assigned) for m in _fill_masks(node))
+
+
+#: Masks with one entry per row: ``sim.masked_fill(torch.eye(n).bool(), -inf)`` (InfoNCE's own pair) or
+#: ``logp.masked_fill(F.one_hot(y, C).bool(), -inf)`` (every class but the target, blind round 36's focal
+#: loss) leave a row fully masked only when it has one column, never as attention's padding can.
+ONE_PER_ROW = frozenset({"eye", "one_hot", "eye_like", "identity"})
+
+
+def _one_entry_per_row(node: ast.AST, assigned: dict[str, ast.expr]) -> bool:
+    """The fill's mask is an identity or a one-hot, directly or through a name assigned one."""
+    return any(_is_call_to(n, ONE_PER_ROW) for mask in _fill_masks(node) for source in _with_sources(mask, assigned)
+               for n in ast.walk(source))
+
+
+def _fill_masks(node: ast.AST) -> list[ast.expr]:
+    """The mask of a fill: ``masked_fill``'s, the condition of ``where(cond, -inf, x)``, the index of
+    ``x[mask] = -inf``."""
     if isinstance(node, ast.Call) and call_name(node) == "where":
         # the fill must be the value taken where the mask holds: where(x < kth, -inf, x)
         masks = node.args[:1] if len(node.args) == 3 and _is_neg_inf(node.args[1]) else []
@@ -221,8 +239,8 @@ def _top_k_fill(node: ast.AST, assigned: dict[str, ast.expr]) -> bool:
     elif isinstance(node, ast.Assign):
         masks = [t.slice for t in node.targets if isinstance(t, ast.Subscript)]
     else:
-        return False
-    return any(_below_kth_value(m, assigned) for m in masks)
+        masks = []
+    return masks
 
 
 @dataclass(frozen=True)
@@ -388,12 +406,13 @@ def static_findings(source: Source) -> list[Finding]:
         if isinstance(node, ast.Call) and call_name(node) in MASK_FILLERS:
             values = [*node.args, *(k.value for k in node.keywords)]
             if any(_is_neg_inf(v) and not _log_of_zero(node, v) for v in values):
-                if not _top_k_fill(node, assigned) and _reaches_normaliser(node, owner.get(id(node)), module):
+                if (not _top_k_fill(node, assigned) and not _one_entry_per_row(node, assigned)
+                        and _reaches_normaliser(node, owner.get(id(node)), module)):
                     out.append(finding("NUM002", where, node.lineno, what="mask filled with"))
             elif any(_huge_constant(v) for v in values) and not _upcast_receiver(node, assigned):
                 out.append(finding("NUM005", where, node.lineno))
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
-            if (_is_neg_inf(node.value) and not _top_k_fill(node, assigned)
+            if (_is_neg_inf(node.value) and not _top_k_fill(node, assigned) and not _one_entry_per_row(node, assigned)
                     and _reaches_normaliser(node.value, owner.get(id(node)), module)):
                 out.append(finding("NUM002", where, node.lineno, what="masked entries set to"))
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
