@@ -150,7 +150,7 @@ def test_same_shape_as_a_named_value_is_a_shape_comment() -> None:
     assert not shape_grammar.looks_like_shape("same result as before")
 
 
-@pytest.mark.parametrize("text", ["(...)", "(...,)", "(*rest)"])
+@pytest.mark.parametrize("text", ["(...)", "(...,)", "(*rest)", "(*p.shape)"])
 def test_an_ellipsis_alone_is_any_shape_with_or_without_its_comma(text: str) -> None:
     ((shape,),) = shape_grammar.parse(text).values
     assert len(shape.dims) == 1 and shape.dims[0].is_ellipsis and shape.rank is None

@@ -13,7 +13,7 @@ the one C4 prints; ``tests/test_contract.py`` keeps the two the same).
              | "(" member ("," SP? member)* ")"                   # a labelled tuple: "(logits (B, T, V), loss ())"
              | "same" [SP "shape"] SP "as" SP NAME               # "same shape as z": read, not checked at run time
     member  := LABEL SP alts [SP words] | LABEL                  # a bare label: a value whose shape is not stated
-    item    := dim | "..." | "*" NAME                            # "..." or "*rest": any number (0 or more) of dims
+    item    := dim | "..." | "*" NAME ("." NAME)*                # "...", "*rest", "*p.shape": any number (0+) of dims
     dim     := term (SP? op SP? term)* | INT SP NAME | NAME SP INT    # "16 patches", "d_v 32": a labelled size
     op      := "+" | "-" | "*" | "/" | "//" | "^" | "**" | "|" | "or" | "−" | "×" | "·"
     term    := NAME | INT | INT NAME | INT "(" dim ")" | "(" dim ")" | "{" dim "}" | term ("²" | "³")
@@ -63,7 +63,7 @@ _BARE = re.compile(r"[^\W\d][\w/']*(?=\s*[,)\]])")
 _TRAILING_WORDS = re.compile(r"(?:\s+[^\W\d]\w*)+(?=\s*[,)\]])")
 _ALT_OR = re.compile(r"\s+or\s+")
 _EACH = re.compile(r"\s*\beach\b")
-_STARRED = re.compile(r"\*[^\W\d]\w*")
+_STARRED = re.compile(r"\*[^\W\d]\w*(?:\.[^\W\d]\w*)*")  # *rest, *p.shape (blind round 36's optimizers)
 _PLACEHOLDER = "__mlcanon_dim_"
 #: A comment is read as a shape within its first ``MAX_TEXT`` characters (the rest is a note), and
 #: shapes nest ``MAX_NESTING`` deep at most: untrusted comments are parsed in time linear in this

@@ -217,10 +217,12 @@ def _empty_creation(node: ast.expr) -> bool:
 
 
 def _scalar_creation(node: ast.Call, name: str) -> bool:
-    """A 0-d creation: an empty size (``torch.zeros(())``, ``torch.full((), v)``) or one number
+    """A 0-d creation: an empty size (``torch.zeros(())``, ``torch.full((), v)``, a draw ``torch.rand((),
+    generator=g)`` or ``torch.randint(0, n, ())``, blind round 36's inverse-CDF sampler) or one number
     (``torch.tensor(0.0)``, ``torch.tensor(-1e9)``): its shape is ``()``, which a comment would only repeat."""
-    if name in SIZED_CREATORS:
-        sizes = [*node.args[:1], *(k.value for k in node.keywords if k.arg in {"size", "shape"})]
+    if name in SIZED_CREATORS or name in {"rand", "randn", "randint"}:
+        given = node.args[:1] if name != "randint" else [a for a in node.args if isinstance(a, (ast.Tuple, ast.List))]
+        sizes = [*given, *(k.value for k in node.keywords if k.arg in {"size", "shape"})]
         return bool(sizes) and all(isinstance(a, (ast.Tuple, ast.List)) and not a.elts for a in sizes)
     first = node.args[0] if node.args else None
     if isinstance(first, ast.UnaryOp) and isinstance(first.op, (ast.USub, ast.UAdd)):
