@@ -180,6 +180,7 @@ class Started:
     allowed_min: float
     warnings: list[str]
     kept: bool = False  # the item was being drilled: its clock, hints and files were left as they were
+    running: tuple[tuple[str, float], ...] = ()  # other items being drilled: (slug, when their clock started)
 
     @property
     def first(self) -> bool:
@@ -214,13 +215,27 @@ def start(root: Path, item: catalog.Item, practice: str | None, *, restart: bool
         progress.remember_practice(current, item.slug, sandbox.name)
         passes = progress.passes_before(entry, clock.attempt)
         warnings = [*known.warnings, *current.warnings]
+        running_too = _other_clocks(current, item)
     allowed = item.minutes * (factor if passes == 0 else 1.0)
     if kept:
-        return Started(sandbox, [], clock, passes, allowed, warnings, kept=True)
+        return Started(sandbox, [], clock, passes, allowed, warnings, kept=True, running=running_too)
     # the clock first, then the file: whoever sees the fresh stub appear (`mlcanon watch` in another
     # terminal) finds its attempt already started
     written = sandbox.fresh_stub(item, now, keep_work=first_drill)
-    return Started(sandbox, written, clock, passes, allowed, warnings)
+    return Started(sandbox, written, clock, passes, allowed, warnings, running=running_too)
+
+
+def _other_clocks(current: progress.Session, item: catalog.Item) -> tuple[tuple[str, float], ...]:
+    """The items other than ``item`` (and those sharing its module) whose attempt's clock runs: each
+    item's time counts from its own drill, so drilling several at once makes every later time long
+    (blind rounds 35 and 36)."""
+    mine = {item.slug, *(other.slug for other in shared_with(item))}
+    found = []
+    for slug, entry in current.data["items"].items():
+        running = progress.drilling(entry) if slug not in mine and isinstance(entry, dict) else None
+        if running is not None:
+            found.append((slug, running.start))
+    return tuple(sorted(found, key=lambda pair: pair[1]))
 
 
 def prepare(root: Path, item: catalog.Item, practice: str | None, known: progress.Session) -> Sandbox:

@@ -286,6 +286,24 @@ def test_drilling_a_shared_module_says_which_items_it_holds(repo: Path, capsys: 
     assert "this module also holds #26 transformer/multihead" in out
 
 
+def test_drilling_while_other_clocks_run_says_so(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # blind rounds 35 and 36: drilling fifteen items at once started fifteen clocks, and every recorded time
+    # after the first counted the wait; the drill names the clocks still running, never its own module's
+    assert cli.main(["drill", "transformer/cross_attention"]) == 0
+    assert "other clock" not in capsys.readouterr().out
+    assert cli.main(["drill", "transformer/multihead"]) == 0
+    assert "other clock" not in capsys.readouterr().out, "the same module: one attempt, not another clock"
+    assert cli.main(["drill", "nn/rmsnorm"]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  note")]
+    assert len(notes) == 1 and notes[0].startswith("  note    2 other clock(s) still run: transformer/cross_attention "
+                                                   "(since "), notes
+    assert cli.main(["reset", "transformer/cross_attention"]) == 0
+    assert cli.main(["reset", "transformer/multihead"]) == 0
+    capsys.readouterr()
+    assert cli.main(["drill", "posttrain/dpo"]) == 0
+    assert "1 other clock(s) still run: nn/rmsnorm" in capsys.readouterr().out
+
+
 def test_reset_restores_the_stub_stops_the_clock_and_keeps_history(
         repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["drill", "55"]) == 0

@@ -70,6 +70,12 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     else:
         print(f"  target  {item.minutes} min from memory (attempt {clock.attempt}; {started.passes_before} passed before)")
     print(f"  clock   attempt {clock.attempt} started at {time.strftime('%H:%M', time.localtime(clock.start))}")
+    if started.running:
+        shown = ", ".join(f"{slug} (since {time.strftime('%H:%M', time.localtime(start))})"
+                          for slug, start in started.running[:3])
+        more = f" and {len(started.running) - 3} more" if len(started.running) > 3 else ""
+        print(f"  note    {len(started.running)} other clock(s) still run: {shown}{more}; each item's time counts "
+              "from its own drill, so drill the next item once this one passes (`mlcanon reset ITEM` stops a clock)")
     print(f"  check   mlcanon check {item.slug}")
     print(f"  stuck?  mlcanon hint {item.slug}   (levels 1-3, each a step closer to the answer)")
     return 0
