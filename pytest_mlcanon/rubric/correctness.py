@@ -76,7 +76,7 @@ def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *, co
     signatures = _signature_findings([o for o in outcomes if o not in advice])
     called = {o.nodeid for o in outcomes if signature_problem(o)}
     failed = [o for o in tests if o.failed and o.reported and o.nodeid not in called]
-    silent = [o for o in outcomes if not o.reported and o not in advice]  # the run ended first: one finding
+    silent = [o for o in tests if not o.reported]  # the run ended first: one finding (the probes': Numerics')
     findings = [_failed(o, item) for o in failed]
     findings += missing + signatures
     ran = [o for o in tests if o.ran]
@@ -84,8 +84,7 @@ def evaluate(outcomes: Iterable[Outcome], missing: Iterable[Finding] = (), *, co
         findings.append(never_reported(silent, place))
     elif not ran:
         findings.append(_nothing_ran([o for o in outcomes if o.probe and o.ran], place))
-    why = _why(len(failed), len(ran), missing, signatures,  # re-check outcomes are probes: never in ran
-               sum(1 for o in silent if not o.probe))
+    why = _why(len(failed), len(ran), missing, signatures, len(silent))  # re-check outcomes are probes: never in ran
     if recheck is not None:
         findings.append(finding("REC001", recheck_place, 0, outcome=recheck.outcome,
                                 problems="; ".join(recheck.problems)))
@@ -154,12 +153,10 @@ def _failed(outcome: Outcome, item: str) -> Finding:
 
 
 def never_reported(silent: list[Outcome], place: str) -> Finding:
-    """COR005: one finding for the tests (numerics probes included) a run that ended early never
-    reported (what ended it is the verdict's), rather than one COR001 each saying the same."""
+    """COR005: one finding for the tests a run that ended early never reported (what ended it is the
+    verdict's), rather than one COR001 each saying the same."""
     names = ", ".join(o.name for o in silent[:3]) + (f" and {len(silent) - 3} more" if len(silent) > 3 else "")
-    probes = sum(1 for o in silent if o.probe)
-    kinds = f"{len(silent)} test(s)" + (f", {probes} of them numerics probes," if probes else "")
-    return finding("COR005", place, 0, tests=kinds, names=names)
+    return finding("COR005", place, 0, tests=f"{len(silent)} test(s)", names=names)
 
 
 def _nothing_ran(probes: list[Outcome], place: str) -> Finding:
