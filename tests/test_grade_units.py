@@ -421,6 +421,16 @@ def test_config_layers_and_errors(tmp_path: Path) -> None:
     path.write_text("colour = 1\n")
     with pytest.raises(config.ConfigError, match="unknown key"):
         config.load(path, {})
+    # the third fresh-teacher trial: a misspelt key inside a section was silently its default
+    for section, typo, meant in (("sandbox", "netwrk = false", "network"), ("limits", "test_timout_s = 5", "test_timeout_s"),
+                                 ("recheck", "unverifed = 'zero'", "unverified"),
+                                 ("gradescope", "visibilty = 'hidden'", "visibility")):
+        path.write_text(f"[{section}]\n{typo}\n")
+        with pytest.raises(config.ConfigError, match=rf"\[{section}\]: unknown key\(s\) \w+ \(did you mean {meant}\?\)"):
+            config.load(path, {})
+    path.write_text("on_flagg = 'review'\n")
+    with pytest.raises(config.ConfigError, match=r"unknown key\(s\) on_flagg \(did you mean on_flag\?\)"):
+        config.load(path, {})
 
 
 def test_config_is_found_beside_the_submissions(tmp_path: Path) -> None:

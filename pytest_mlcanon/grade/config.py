@@ -56,11 +56,12 @@ flags_visibility = "hidden"      # the integrity entries, and any word of a flag
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -185,12 +186,10 @@ _TOP = {"assignment", "items", "workers", "seed", "on_flag"}
 
 def from_table(table: dict[str, Any], cli: dict[str, Any] | None = None, source: str = "defaults") -> GradeConfig:
     """The configuration from a parsed TOML table (``source`` names it in error messages)."""
-    unknown = sorted(set(table) - _SECTIONS - _TOP)
-    if unknown:
-        raise ConfigError(f"{source}: unknown key(s) {', '.join(unknown)}")
+    _known_keys(table, _SECTIONS | _TOP, source)
     reader = _Reader(source, cli or {})
     items = reader.value("items", table.get("items"), _items, "")
-    limits_table = reader.section(table, "limits")
+    limits_table = reader.section(table, "limits", set(asdict(Limits())))
     limits = Limits(**{name: reader.value(name, limits_table.get(name), kind, getattr(Limits(), name), "limits")
                        for name, kind in (("wall_s", _positive), ("test_timeout_s", _positive), ("cpu_s", _positive),
                                           ("memory_mb", _positive_int), ("output_mb", _positive_int),
@@ -208,9 +207,9 @@ def from_table(table: dict[str, Any], cli: dict[str, Any] | None = None, source:
                   reader.section(table, "tests").items())
     points = Points(reader.value("default", points_table.get("default"), _nonneg, 10.0, "points"), per_item,
                     weights, tests)
-    recheck = reader.section(table, "recheck")
-    sandbox = reader.section(table, "sandbox")
-    gradescope = reader.section(table, "gradescope")
+    recheck = reader.section(table, "recheck", {"enabled", "skip", "unverified"})
+    sandbox = reader.section(table, "sandbox", {"network", "filesystem", "user", "uid_base"})
+    gradescope = reader.section(table, "gradescope", {"visibility", "test_visibility", "flags_visibility"})
     return GradeConfig(
         assignment=reader.value("assignment", table.get("assignment"), _text, ""),
         items=items,
@@ -241,10 +240,14 @@ class _Reader:
         self.source = source
         self.cli = cli
 
-    def section(self, table: dict[str, Any], name: str) -> dict[str, Any]:
+    def section(self, table: dict[str, Any], name: str, keys: set[str] | None = None) -> dict[str, Any]:
+        """The ``[name]`` table; with ``keys``, a key outside them is an error (a misspelt ``[sandbox]
+        netwrk`` was silently the default: the third fresh-teacher trial)."""
         value = table.get(name, {})
         if not isinstance(value, dict):
             raise ConfigError(f"{self.source}: [{name}] must be a table")
+        if keys is not None:
+            _known_keys(value, keys, f"{self.source} [{name}]")
         return value
 
     def value(self, key: str, raw: Any, parse: Callable[[Any], Any], default: Any, section: str = "") -> Any:
@@ -258,6 +261,17 @@ class _Reader:
                 where = FLAGS[key] if layer == "command line" else f"[{section}] {key}" if section else key
                 raise ConfigError(f"{layer} {where}={candidate!r}: {exc}") from None
         return default
+
+
+def _known_keys(table: dict[str, Any], keys: set[str], where: str) -> None:
+    """ConfigError naming each key of ``table`` outside ``keys``, with the nearest known one."""
+    unknown = sorted(str(k) for k in set(table) - keys)
+    if unknown:
+        named = []
+        for key in unknown:
+            near = difflib.get_close_matches(key, sorted(keys), n=1)
+            named.append(f"{key} (did you mean {near[0]}?)" if near else key)
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(named)}; known: {', '.join(sorted(keys))}")
 
 
 def _positive(value: Any) -> float:
