@@ -52,10 +52,11 @@ def place() -> Iterator[Path]:
     """A folder every user can read (the class) with one the grader may write (its outputs, its temp)."""
     folder = Path(tempfile.mkdtemp(prefix="mlcanon-unprivileged-"))
     os.chmod(folder, 0o755)
-    for name in ("out", "out-alone", "out-refused", "tmp"):
+    for name in ("out", "out-alone", "out-refused", "out-user-off", "tmp"):
         (folder / name).mkdir(mode=0o777)
         os.chmod(folder / name, 0o1777)
     (folder / "mlcanon-grade.toml").write_text(CONFIG)
+    (folder / "user-off.toml").write_text(CONFIG + "[sandbox]\nuser = false\n")
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -64,12 +65,13 @@ def _good(root: Path, student: str) -> None:
     _write(root, student, {BOXES: (GOOD / f"{BOXES}.py").read_bytes()})
 
 
-def _grade(place: Path, submissions: Path, out: str, no_userns: bool = False) -> subprocess.CompletedProcess[str]:
+def _grade(place: Path, submissions: Path, out: str, no_userns: bool = False,
+           config: str = "mlcanon-grade.toml") -> subprocess.CompletedProcess[str]:
     for path in [submissions, *submissions.rglob("*")]:
         if not path.is_symlink():
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
     argv = [sys.executable, "-m", "pytest_mlcanon.cli", "grade", str(submissions), "--config",
-            str(place / "mlcanon-grade.toml"), "--out", str(place / out), "--no-progress"]
+            str(place / config), "--out", str(place / out), "--no-progress"]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": str(place / "tmp"),
            kernel_attacks.SECRET_ENV: kernel_attacks.SECRET_VALUE}
     if os.environ.get("PYTHONPATH"):  # a checkout run from its folder grades with its own code, not the installed one
@@ -188,3 +190,16 @@ def test_without_user_namespaces_it_refuses_in_one_line(place: Path) -> None:
                                     "kernel refuses unprivileged user namespaces)")
     assert result.stderr.count("\n") == 1 and "--unsafe-no-sandbox" in result.stderr
     assert list((place / "out-refused").iterdir()) == []
+
+
+def test_the_user_wall_turned_off_in_the_config_is_refused_without_root_too(place: Path) -> None:
+    # the third fresh-teacher trial: without root, [sandbox] user = false was neither refused nor marked
+    submissions = place / "user-off"
+    _good(submissions, "honest_good")
+    result = _grade(place, submissions, "out-user-off", config="user-off.toml")
+    if result.returncode == 2 and "user namespaces" in result.stderr:
+        pytest.skip("this kernel refuses unprivileged user namespaces: refused for that first")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr == ("mlcanon grade: no sandbox for the jobs (the grade config turns off [sandbox] user); set "
+                             "user = true under [sandbox] in the grade config, or pass --unsafe-no-sandbox to grade "
+                             "anyway, marked unsandboxed\n")

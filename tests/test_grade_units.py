@@ -692,9 +692,9 @@ def test_a_wall_the_teachers_config_turns_off_is_named_in_the_refusal() -> None:
 
 def test_the_refusal_gives_each_fix_it_needs() -> None:
     off = sandbox.Confinement([], ["a user of its own (turned off in the teacher's config)"], "root", ["user"])
-    assert batch.refusal(off) == ("no sandbox for the jobs (no isolation of a user of its own (turned off in the "
-                                  "teacher's config)); set user = true under [sandbox] in the grade config, or pass "
-                                  "--unsafe-no-sandbox to grade anyway, marked unsandboxed")
+    assert batch.refusal(off) == ("no sandbox for the jobs (the grade config turns off [sandbox] user); set user = "
+                                  "true under [sandbox] in the grade config, or pass --unsafe-no-sandbox to grade "
+                                  "anyway, marked unsandboxed")
     both = sandbox.Confinement([], ["network (turned off in the teacher's config)", "processes (the probe saw 3 "
                                     "other process(es))"], "user namespace", ["network"])
     with mock.patch.object(os, "geteuid", return_value=1000):  # a grader without root: the namespace refused

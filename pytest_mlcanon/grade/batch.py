@@ -532,7 +532,7 @@ class _Runner:
         hidden = reference_files(job.item)
         spec = SandboxSpec(str(job_dir), str(work), str(scratch), uid, uid, self.config.network,
                            self.config.filesystem, limits.cpu_s, limits.memory_mb, limits.output_mb, limits.processes,
-                           hidden, self.namespaces)
+                           hidden, self.namespaces, self.config.user)
         cases = self.calibration.cases.get(job.item.slug, []) if self.config.recheck else []
         request = JobRequest(job.index, job.student, job.item.slug, spec, str(ini), str(tests_dir()),
                              recheck.child_cases(cases), (str(tests_dir()), str(self.snapshots)), hidden)
@@ -598,7 +598,7 @@ def probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None,
         limits = config.limits
         spec = SandboxSpec(str(folder), str(work), str(scratch), uid, uid, config.network, config.filesystem,
                            limits.cpu_s, limits.memory_mb, limits.output_mb, limits.processes,
-                           tuple(path for item in items for path in reference_files(item)))
+                           tuple(path for item in items for path in reference_files(item)), user=config.user)
         confinement = sandbox.probe(spec)
     except sandbox.ProbeError as exc:
         if not config.unsafe_no_sandbox:
@@ -621,8 +621,12 @@ def refusal(confinement: sandbox.Confinement) -> str:
     make it run: the ``[sandbox]`` keys of the teacher's config that turned a wall off, root or user
     namespaces for a grader without root whose machine refused a wall."""
     refused = confinement.mode == "none" and os.geteuid() != 0
-    why = ("the grader is not root and this kernel refuses unprivileged user namespaces" if refused
-           else f"no isolation of {', '.join(confinement.missing)}")
+    if refused:
+        why = "the grader is not root and this kernel refuses unprivileged user namespaces"
+    elif len(confinement.missing) == len(confinement.switched_off):  # only the teacher's own keys
+        why = f"the grade config turns off [sandbox] {' and '.join(confinement.switched_off)}"
+    else:
+        why = f"no isolation of {'; '.join(confinement.missing)}"
     fixes = []
     if confinement.switched_off:
         keys = " and ".join(f"{key} = true" for key in confinement.switched_off)

@@ -126,6 +126,7 @@ class SandboxSpec:
     processes: int = 64
     hidden: tuple[str, ...] = ()  # files shown empty (the item's reference and its compiled copies)
     namespaces: bool = True  # False: the batch's probe could not confine a process here (unsandboxed)
+    user: bool = True  # False: the teacher's config turns the user wall off ([sandbox] user)
 
 
 @dataclass
@@ -202,7 +203,11 @@ def confine(spec: SandboxSpec, keep_fd: int) -> Confinement:
         done.note("user: root (sandbox user off)", "a user of its own (turned off in the teacher's config)", "user")
     elif done.mode == "user namespace":
         _drop_capabilities()
-        done.note("user: the grader's uid, with no capability, in a user namespace of its own")
+        if spec.user:
+            done.note("user: the grader's uid, with no capability, in a user namespace of its own")
+        else:  # nothing to give up without root, but the teacher asked for no user wall: the batch says so
+            done.note("user: the grader's uid, with no capability, in a user namespace of its own ([sandbox] user "
+                      "= false: counted as off)", "a user of its own (turned off in the teacher's config)", "user")
     else:
         done.note("user: the grader's own (not root, no user namespace)", "a user of its own")
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
