@@ -725,6 +725,16 @@ def test_a_long_verdict_is_cut_with_an_ellipsis() -> None:
     assert len(cell.verdict) == 400 and cell.verdict.endswith("\u2026"), cell.verdict[-20:]
 
 
+def test_a_verdict_names_no_folder_of_the_grader() -> None:
+    # the third fresh-teacher trial: an import error's message named the job's folder in the gradebook
+    ending = ("ImportError at jo/optim/optimizers.py:4 while importing: cannot import name 'SGD' (most likely due to "
+              "a circular import) (/tmp/mlcanon-grade-lfpt227e/job-0007/jo/optim/optimizers.py)")
+    cell = assess.not_run(BOXES, Status.ERROR, ending, config.from_table({}, source="test"))
+    assert "mlcanon-grade-" not in cell.verdict and cell.verdict.endswith("(jo/optim/optimizers.py)"), cell.verdict
+    ran = ItemResult(BOXES.slug, BOXES.number, BOXES.title, Status.ERROR)
+    assert assess._outcome_line(ran, ending, None).endswith(" (jo/optim/optimizers.py)")  # noqa: SLF001
+
+
 def test_a_sweep_without_a_uid_counts_live_processes_not_the_jobs_zombie() -> None:
     # the second fresh-teacher trial: without root, an honest timeout was flagged INT110 because the killed
     # job, not yet reaped, still made its process group exist

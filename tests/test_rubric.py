@@ -325,7 +325,7 @@ def test_tests_a_run_never_reported_are_one_finding_not_one_each() -> None:
                 silent("test_bad_beta", contract=True)]
     axis = correctness.evaluate(outcomes, place="t.py", item="posttrain/dpo")
     assert [f.code for f in axis.findings] == ["COR001", "COR005"]
-    assert axis.findings[1].message == "5 test(s) never reported (test_0, test_1, test_2 and 2 more)"
+    assert axis.findings[1].message == "5 correctness test(s) never reported (test_0, test_1, test_2 and 2 more)"
     assert not axis.passed and axis.why == "1 of 2 tests failed; 5 never reported"
     assert axis.notes == (), "an input check that never ran neither held nor failed"
     numbers = numerics.evaluate([], outcomes, Settings())

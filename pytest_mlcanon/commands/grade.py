@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "SUBMISSIONS or in the current folder)")
     parser.add_argument("--seed", type=int, help="seed of the re-check inputs (default: new on every run)")
     parser.add_argument("--timeout", dest="wall_s", type=float, metavar="S", help="wall-clock seconds per job")
-    parser.add_argument("--test-timeout", dest="test_timeout_s", type=float, metavar="S", help="seconds per test")
+    parser.add_argument("--test-timeout", dest="test_timeout_s", type=float, metavar="S", help="seconds of CPU time per test (one stalled at 3 times that on the clock also ends)")
     parser.add_argument("--memory", dest="memory_mb", type=int, metavar="MB", help="memory per job")
     parser.add_argument("--merge", nargs="+", metavar="SHARD", help="merge the shards' gradebooks instead")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

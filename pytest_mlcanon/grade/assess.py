@@ -350,14 +350,17 @@ def _dispatched(item: catalog.Item, calibration: Calibration, claims: Claims, fi
 
 
 def _integrity(scan_findings: list[Finding], claims: Claims, run: JobRun) -> list[Finding]:
-    found = list(scan_findings) + claims.violations
+    """The flags, what the job did first (a forged channel, a blocked act, a process left behind), then
+    what the scan read in its files: the verdict names the first (the third fresh-teacher trial saw a
+    forged result listed as '+1 more' after a static import of os)."""
     problems = claims.protocol + ([run.channel_error] if run.channel_error else [])
-    found += [integrity.finding("INT107", "", 0, problem) for problem in dict.fromkeys(problems)]
+    found = [integrity.finding("INT107", "", 0, problem) for problem in dict.fromkeys(problems)]
+    found += claims.violations
     leftovers = max(run.leftovers, claims.left_running)
     if leftovers:
         found.append(integrity.finding("INT110", "", 0, f"{leftovers} process(es) still ran after the job "
                                                         "ended; all were killed"))
-    return found
+    return found + list(scan_findings)
 
 
 def _score(result: ItemResult, sources: rubric.ItemSources, outcomes: list[Outcome], claims: Claims,
@@ -445,7 +448,8 @@ def _outcome_line(result: ItemResult, ending: str, judged: Verdict | None) -> st
     tail = f"; {passed} of {len(result.tests)} tests had passed" if result.tests else ""
     if result.status.stopped:
         tail += f"; {_unfinished_line(result.unfinished, len(result.tests))}"
-    return text.clean(f"{result.status}: {ending}{tail}", 300)
+    return text.clean(f"{result.status}: {batch_relative(ending)}{tail}", 300)  # an import error names the job's
+    # folder (the third fresh-teacher trial)
 
 
 def _unfinished_line(never: int, tests: int) -> str:
@@ -462,6 +466,6 @@ def _unverified_line(check: Recheck) -> str:
 
 def not_run(item: catalog.Item, status: Status, message: str, config: GradeConfig) -> ItemResult:
     """The cell of an item that never ran: not attempted, no tests, or a grader failure."""
-    line = text.clean(f"{status}: {message}", 400)
+    line = text.clean(f"{status}: {batch_relative(message)}", 400)
     return ItemResult(item.slug, item.number, item.title, status, verdict=line, outcome=line,
                       max_points=config.points.item(item.slug))

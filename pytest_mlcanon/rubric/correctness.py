@@ -156,7 +156,7 @@ def never_reported(silent: list[Outcome], place: str) -> Finding:
     """COR005: one finding for the tests a run that ended early never reported (what ended it is the
     verdict's), rather than one COR001 each saying the same."""
     names = ", ".join(o.name for o in silent[:3]) + (f" and {len(silent) - 3} more" if len(silent) > 3 else "")
-    return finding("COR005", place, 0, tests=f"{len(silent)} test(s)", names=names)
+    return finding("COR005", place, 0, tests=f"{len(silent)} correctness test(s)", names=names)
 
 
 def _nothing_ran(probes: list[Outcome], place: str) -> Finding:
