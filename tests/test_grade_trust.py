@@ -4,6 +4,7 @@ redirect's forgetting, the zygote's refusal to fork with an answer in memory, th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -239,13 +240,41 @@ def test_an_item_with_a_case_it_could_not_set_up_is_unverified_whatever_else_pas
     from pytest_mlcanon.grade.verifier import Calibration
 
     ordinary = _dpo_case(0.3, probe=False)
-    renamed = {**ordinary, "function": "sequence_logprob"}
+    renamed = {**ordinary, "function": "sequence_logprob", "steps": [{
+        "function": "sequence_logprob", "kwargs": values.encode({}),
+        "args": values.encode((_GPT_WITH_PARAMETERS, torch.zeros(1, 3, dtype=torch.long)))}]}
     answers = [{"kind": "recheck", "seq": 0, "index": 0,
                 "result": replay.run_case({**ordinary, "mutated": []}, replay.import_module).result},
                {"kind": "recheck", "seq": 1, "index": 1, "result": values.encode_unverifiable("renamed parameters")}]
     check = assess._recheck(DPO, Calibration(cases={DPO.slug: [ordinary, renamed]}), assess.read_frames(answers),  # noqa: SLF001
                             config.GradeConfig())
     assert check.status == "unverified" and check.policy == "review" and "sequence_logprob" in check.unverified, check
+
+
+#: A model argument the job builds from its own class and gives the verifier's parameters (a recipe).
+_GPT_WITH_PARAMETERS = values.Recipe("instance", {
+    "module": "transformer/gpt", "class": "GPT", "init": [values.encode(()), values.encode({})],
+    "state": values.encode({"wte.weight": torch.zeros(4, 2)}), "training": False})
+
+
+def test_a_case_that_gives_no_module_parameters_cannot_be_excused_as_unverifiable() -> None:
+    """Only giving a module the verifier's parameters can fail to set a case up; any other case always
+    runs, so a job that answers ``unverifiable`` there (its code raised the harness's own exception, from a
+    constructor or a module ``__getattr__`` the re-check calls outside the call it makes) forged an excuse
+    to turn a verified item into one its teacher's ``unverified`` policy may award: a difference."""
+    from pytest_mlcanon.grade.verifier import Calibration
+
+    ordinary = _dpo_case(0.3, probe=False)
+    answers = [{"kind": "recheck", "seq": 0, "index": 0, "result": values.encode_unverifiable("renamed parameters")}]
+    award = dataclasses.replace(config.GradeConfig(), unverified="award")
+    check = assess._recheck(DPO, Calibration(cases={DPO.slug: [ordinary]}), assess.read_frames(answers), award)  # noqa: SLF001
+    assert check.status == "failed" and "could not be set up" in check.problems[0], check
+    assert not assess.gives_parameters(ordinary)
+    renamed = {**ordinary, "steps": [{"function": "sequence_logprob", "kwargs": values.encode({}),
+                                      "args": values.encode((_GPT_WITH_PARAMETERS,))}]}
+    assert assess.gives_parameters(renamed)
+    assert assess.gives_parameters({"kind": "script", "state": values.encode({"w": torch.zeros(1)})})
+    assert not assess.gives_parameters({"kind": "script", "state": None, "init": [values.encode(()), values.encode({})]})
 
 
 def test_training_calls_are_shortened_to_their_first_steps_and_one_batch() -> None:

@@ -35,7 +35,7 @@ from pytest_mlcanon.grade.config import GradeConfig
 from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
 from pytest_mlcanon.grade.redact import batch_relative
 from pytest_mlcanon.grade.runner import STALL_FACTOR, JobRun
-from pytest_mlcanon.grade.values import CodecError, Unverifiable, decode
+from pytest_mlcanon.grade.values import TAG, CodecError, Unverifiable, decode
 from pytest_mlcanon.grade.verifier import Calibration
 from pytest_mlcanon.rubric.model import AXES, Finding, ItemScore, Outcome, Verdict, judge
 from pytest_mlcanon.settings import Settings
@@ -277,9 +277,13 @@ def _recheck(item: catalog.Item, calibration: Calibration, claims: Claims, confi
         try:
             got = decode(answer.get("result"))
             probe = bool(case.get("probe"))
-            if isinstance(got, Unverifiable):
+            if isinstance(got, Unverifiable) and gives_parameters(case):
                 if not probe:
                     unsure.setdefault(case["function"], got.why)
+                continue
+            if isinstance(got, Unverifiable):  # only giving a module the verifier's parameters can fail so
+                found[probe].append(f"{call}: said it could not be set up ({got.why[:120]}), where the case "
+                                    "gives no module the verifier's parameters")
                 continue
             context = Context.of(item.slug, case)
             problems = found[probe]
@@ -295,6 +299,24 @@ def _recheck(item: catalog.Item, calibration: Calibration, claims: Claims, confi
     check = _verdict_of_cases(cases, found[False], missing, unsure, uncovered, policy)
     check.numerics = found[True][:4]
     return check
+
+
+def gives_parameters(case: dict[str, Any]) -> bool:
+    """Whether the case gives a module the verifier's parameters (its script's object, or an ``instance``
+    among its inputs): the one setup a submission can fail with ``unverifiable`` (its parameters are
+    named otherwise). Any other case can always be run, so that answer is a forged excuse, a difference."""
+    if case.get("kind") == "script" and case.get("state") is not None:
+        return True
+    stack: list[Any] = [case.get("init"), case.get("steps")]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            if value.get(TAG) == "instance" and value.get("state") is not None:
+                return True
+            stack.extend(value.values())
+    return False
 
 
 def _verdict_of_cases(cases: list[dict[str, Any]], problems: list[str], missing: int, unsure: dict[str, str],
