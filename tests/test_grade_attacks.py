@@ -38,6 +38,7 @@ import kernel_attacks
 import pytest
 import sandboxing
 
+from pytest_mlcanon import catalog
 from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.grade import batch, config, discover, render, uids
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult
@@ -614,6 +615,106 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, dropout_p=0.0, scale=Non
 '''),
 }
 
+MASKS = "transformer/masks"
+
+#: A pytest plugin a student runs on the public masks tests against the reference (outside the grader): it
+#: keeps each call's arguments and the reference's answer, or the error it raised.
+_RECORD_MASKS = '''
+import functools, json, os
+import pytest
+import torch
+
+from canon_refs.transformer import masks
+
+NAMES = ("causal_mask", "padding_mask", "key_padding_to_attention", "combine_masks", "mask_to_bias",
+         "causal_padding_mask", "positions_from_mask")
+TABLE = {}
+
+
+def key(v):
+    if isinstance(v, torch.Tensor):
+        return ["T", str(v.dtype), list(v.shape), v.tolist()]
+    if isinstance(v, (list, tuple)):
+        return ["L", [key(x) for x in v]]
+    if isinstance(v, dict):
+        return ["M", sorted([k, key(x)] for k, x in v.items())]
+    return ["V", repr(v) if v is None or isinstance(v, (bool, int, float, str, torch.dtype)) else type(v).__name__]
+
+
+def recorded(name, fn):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        found = json.dumps([name, key(list(args)), key(kwargs)])
+        try:
+            out = fn(*args, **kwargs)
+        except Exception as exc:
+            TABLE.setdefault(found, {"raise": str(exc)})
+            raise
+        if isinstance(out, torch.Tensor):
+            TABLE.setdefault(found, {"dtype": str(out.dtype).removeprefix("torch."), "values": out.tolist()})
+        elif out is None:
+            TABLE.setdefault(found, {"none": True})
+        return out
+    return call
+
+
+def pytest_sessionstart(session):
+    for name in NAMES:
+        setattr(masks, name, recorded(name, getattr(masks, name)))
+
+
+def pytest_sessionfinish(session):
+    with open(os.environ["MASKS_TABLE"], "w") as handle:
+        json.dump(TABLE, handle)
+'''
+
+#: The masks module the table becomes: no mask is computed, each public call's answer is looked up.
+_BY_HEART = '''"""Attention masks, learned by heart: the reference's answer to each call of the public tests."""
+import json
+
+import torch
+
+_TABLE = json.loads(%r)
+
+
+def _key(v):
+    if isinstance(v, torch.Tensor):
+        return ["T", str(v.dtype), list(v.shape), v.tolist()]
+    if isinstance(v, (list, tuple)):
+        return ["L", [_key(x) for x in v]]
+    if isinstance(v, dict):
+        return ["M", sorted([k, _key(x)] for k, x in v.items())]
+    return ["V", repr(v) if v is None or isinstance(v, (bool, int, float, str, torch.dtype)) else type(v).__name__]
+
+
+def _answer(name, args, kwargs):
+    found = _TABLE.get(json.dumps([name, _key(list(args)), _key(kwargs)]))
+    if found is None:
+        return torch.ones(1, dtype=torch.bool)  # never asked by the tests: a guess
+    if "raise" in found:
+        raise ValueError(found["raise"])
+    if "none" in found:
+        return None
+    return torch.tensor(found["values"], dtype=getattr(torch, found["dtype"]))
+''' + "".join(f"\n\ndef {name}(*args, **kwargs):\n    return _answer({name!r}, args, kwargs)\n"
+                for name in ("causal_mask", "padding_mask", "key_padding_to_attention", "combine_masks", "mask_to_bias",
+                             "causal_padding_mask", "positions_from_mask"))
+
+
+def _masks_learned_by_heart(folder: Path) -> bytes:
+    """The public tests of the batch's items (the attention tests call the masks too) run on the reference with
+    ``_RECORD_MASKS``; the answers, as a module."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "record_masks.py").write_text(_RECORD_MASKS, encoding="utf-8")
+    table = folder / "table.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")]),
+           "MASKS_TABLE": str(table), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    files = sorted({str(REPO / "canon_tests" / name) for slug in _table()["items"] for name in catalog.get(slug).test_files})
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "record_masks", "-p", "no:cacheprovider", *files],
+                   cwd=folder, env=env, check=False, capture_output=True, timeout=600)
+    return (_BY_HEART % table.read_text(encoding="utf-8")).encode()
+
+
 # name -> code appended to the good boxes.py: frames forged or malformed, a daemon left behind, answers
 # that are not plain data
 CHANNEL_ATTACKS: dict[str, str] = {
@@ -739,7 +840,7 @@ def _write(root: Path, student: str, files: dict[str, bytes]) -> None:
 
 
 def _honest(root: Path, student: str, source: Path) -> None:
-    _write(root, student, {m: (source / f"{m}.py").read_bytes() for m in (BOXES, DPO, KMEANS, ATTENTION)
+    _write(root, student, {m: (source / f"{m}.py").read_bytes() for m in (BOXES, DPO, KMEANS, ATTENTION, MASKS)
                            if (source / f"{m}.py").is_file()})
 
 
@@ -776,7 +877,7 @@ ITEMS = [BOXES, DPO, KMEANS, ATTENTION]
 
 
 def _table(**sandbox: bool) -> dict:
-    return {"items": ITEMS, "workers": 2, "seed": 20240607,
+    return {"items": [*ITEMS, MASKS], "workers": 2, "seed": 20240607,
             "limits": {"wall_s": 120, "test_timeout_s": 15, "cpu_s": 60, "memory_mb": 768, "output_mb": 4},
             "sandbox": sandbox}
 
@@ -1043,6 +1144,7 @@ def batch_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graded]:
         _write(subs, f"attack_{name}", {item: _trust_source(item, text)})
     for name, footer in CHANNEL_ATTACKS.items():
         _write(subs, f"attack_{name}", {BOXES: _attack_source("", footer).encode()})
+    _write(subs, "attack_masks_learned_by_heart", {MASKS: _masks_learned_by_heart(root / "student_workshop")})
     for name, spec in BROKEN.items():
         _write(subs, f"broken_{name}", {BOXES: _broken_source(spec)})
     for name, encoding in COOKIES.items():
@@ -1433,6 +1535,18 @@ def test_an_excuse_that_a_case_cannot_be_set_up_is_a_difference_where_no_module_
     item = _cell(graded, "attack_dpo_says_its_case_cannot_be_set_up", DPO)
     assert item.recheck.status == "failed" and _correctness_points(item) == 0.0, item.verdict
     assert any("could not be set up" in problem for problem in item.recheck.problems), item.recheck.problems
+
+
+def test_answers_learned_by_heart_earn_nothing_where_the_fresh_inputs_change_no_answer(graded: Gradebook) -> None:
+    """Masks take integers and booleans, which the re-check keeps as they are: the public calls' answers, recorded
+    from the reference and looked up, once passed every case ("19 calls agree on fresh inputs") and earned the
+    tests' points. A case no draw of fresh inputs changes is no evidence: the item is unverified (the teacher's
+    policy, here held for review), for the honest student too."""
+    item = _cell(graded, "attack_masks_learned_by_heart", MASKS)
+    assert item.recheck.status == "unverified" and _correctness_points(item) == 0.0, item.verdict
+    assert "learned by heart" in item.recheck.detail, item.recheck.detail
+    honest = _cell(graded, "honest_good", MASKS)
+    assert honest.recheck.status == "unverified" and honest.recheck.withheld > 0, honest.verdict
 
 
 def test_training_that_trains_nothing_fails_the_trusted_replay(graded: Gradebook) -> None:

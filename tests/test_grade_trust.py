@@ -636,6 +636,36 @@ def test_an_answer_compared_by_its_type_only_verifies_nothing() -> None:
         "Value.exp": "unverified: its answers are a Value, which the re-check cannot compare"}
 
 
+def test_an_answer_no_draw_of_fresh_inputs_changes_verifies_nothing() -> None:
+    """Masks from integer sizes keep their inputs (the re-check never perturbs an integer or a boolean), so
+    the public calls' answers, learned by heart, pass every such case (a table of them earned the whole
+    masks item, "19 calls agree with the reference on fresh inputs"): the verifier draws a case's fresh
+    inputs twice, and a case whose answers are the same both times is no evidence, as a hollow one."""
+    from canon_refs.posttrain import dpo
+    from canon_refs.transformer import masks
+
+    from pytest_mlcanon.grade.verifier import Calibration
+
+    item = catalog.get("transformer/masks")
+    recorder = recheck.Recorder((item, DPO))
+    recorder._keep_call(item.slug, "transformer/masks", "causal_mask", masks.causal_mask, (4,), {})  # noqa: SLF001
+    recorder._keep_call(item.slug, "transformer/masks", "padding_mask", masks.padding_mask,  # noqa: SLF001
+                        (torch.tensor([2, 3]), 4), {})
+    recorder._keep_call(DPO.slug, "posttrain/dpo", "dpo_loss", dpo.dpo_loss,  # noqa: SLF001
+                        (torch.tensor([-12.0]), torch.tensor([-11.5]), torch.tensor([-13.0]), torch.tensor([-10.8])), {})
+    cases = recorder.cases(20240607)
+    assert [c["fixed"] for c in cases[item.slug]] == [True, True] and [c["fixed"] for c in cases[DPO.slug]] == [False]
+    assert all("fixed" not in c for c in recheck.child_cases(cases[item.slug]))
+    assert compare.proves_nothing(cases[item.slug][0]) == compare.FIXED and not compare.proves_nothing(cases[DPO.slug][0])
+    learned = [{"kind": "recheck", "seq": n, "index": n, "result": case["expected"]}
+               for n, case in enumerate(cases[item.slug])]  # the answers of the public calls, by heart
+    check = assess._recheck(item, Calibration(cases=cases), assess.read_frames(learned), config.GradeConfig())  # noqa: SLF001
+    assert check.status == "unverified" and check.detail == compare.FIXED, check
+    recorder.publics[item.slug] = ["causal_mask"]
+    recorder._called.add((item.slug, "causal_mask"))  # noqa: SLF001
+    assert recorder.coverage(cases)[item.slug] == {"causal_mask": f"unverified: {compare.FIXED}"}
+
+
 def test_a_numerics_probes_call_is_a_kind_of_its_own() -> None:
     from canon_refs.posttrain import dpo
 

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from pytest_mlcanon import catalog, rubric
 from pytest_mlcanon.evidence import EvidenceError, ItemEvidence, RecheckFailure, ShapeTrace, Status
 from pytest_mlcanon.grade import integrity, text
-from pytest_mlcanon.grade.compare import Context, compare, evidence
+from pytest_mlcanon.grade.compare import Context, compare, proves_nothing
 from pytest_mlcanon.grade.config import GradeConfig
 from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
 from pytest_mlcanon.grade.redact import batch_relative
@@ -327,14 +327,12 @@ def _verdict_of_cases(cases: list[dict[str, Any]], problems: list[str], missing:
     if problems:
         return Recheck("failed", f"{len(problems)} difference(s) on fresh inputs", len(cases), problems[:4])
     # a case whose answer is an object compared by its type's name only (a Value) verifies nothing
-    verified = sum(1 for c in cases if c["function"] not in unsure and not c.get("probe") and not evidence(c))
+    verified = sum(1 for c in cases if c["function"] not in unsure and not c.get("probe") and not proves_nothing(c))
     names = uncovered + sorted(unsure)
     if not verified or unsure:  # a module the verifier could not give its parameters: the item is unverified
         # for this student (README), whatever else passed: its own layers are what the tests would vouch for
-        hollow = next((held for c in cases if not c.get("probe") and (held := evidence(c))), "")
-        why = "; ".join(f"{k}: {v}" for k, v in unsure.items()) or (
-            f"its answers are {hollow}, which the re-check cannot compare" if hollow
-            else "only numerics probes' calls reach it")
+        hollow = next((held for c in cases if not c.get("probe") and (held := proves_nothing(c))), "")
+        why = "; ".join(f"{k}: {v}" for k, v in unsure.items()) or hollow or "only numerics probes' calls reach it"
         return Recheck("unverified", why[:300], len(cases), unverified=names, policy=policy)
     tail = f"; not verified: {', '.join(names)}" if names else ""
     return Recheck("passed", f"{verified} calls agree with the reference on fresh inputs{tail}"[:300], len(cases),
