@@ -80,9 +80,11 @@ WATCHED = (
     "json.dumps", "json.encoder.JSONEncoder.encode", "json.encoder.JSONEncoder.iterencode",
 )
 #: Modules whose every global function, class and module is watched like ``WATCHED``: the helpers the
-#: tests compare with (``assert_close``, ``iou_pair``...) and what they use (``np``); the test modules
-#: themselves are added once collected (``watch_tests``).
-WATCHED_MODULES = ("pytest_mlcanon.testing",)
+#: tests compare with (``assert_close``, ``iou_pair``...) and what they use (``np``), and the codec and
+#: channel that frame each outcome for the parent (``json.encoder.c_make_encoder`` rebound rewrites every
+#: frame); the test modules themselves are added once collected (``watch_tests``).
+WATCHED_MODULES = ("pytest_mlcanon.testing", "pytest_mlcanon.evidence", "pytest_mlcanon.grade.channel",
+                   "pytest_mlcanon.grade.stream", "json", "json.encoder")
 TEST_PACKAGE = "canon_tests"
 MAX_REPORTS = 50
 
