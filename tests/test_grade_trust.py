@@ -292,6 +292,16 @@ def test_kinds_of_call_tell_scalars_tensors_batches_and_dtypes_apart() -> None:
     assert len(kinds) == 5  # zeros(3) and zeros(4): the same kind
 
 
+def test_an_options_value_and_a_flags_are_kinds_of_their_own() -> None:
+    """``reduction="sum"`` and ``reduction="none"`` are two branches of a loss: when only the first was a kind,
+    a sum that was a mean went unchecked by the re-check. Texts (with spaces), sizes and values are not kinds."""
+    def of(**kwargs: object) -> str:
+        return recheck.kind(((torch.zeros(3),), kwargs))
+
+    assert of(reduction="sum") != of(reduction="none") and of(return_weights=True) != of(return_weights=False)
+    assert of(text="the cat sat") == of(text="on the mat, twice") and of(k=3) == of(k=5) and of(p=0.1) == of(p=0.5)
+
+
 # -- the trust policy for what cannot be verified ------------------------------------------------------------------
 
 

@@ -610,8 +610,14 @@ def _takes_randomness(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
     return any(name in RANDOM_PARAMETERS and value is not None for name, value in bound.arguments.items())
 
 
+#: A string this short with no space is an option's value (``reduction="sum"``, ``side="left"``, ``init="random"``).
+MODE_CHARS = 24
+
+
 def kind(value: Any) -> str:
-    """The kind of a captured value: types, ranks and dtypes, not sizes or values."""
+    """The kind of a captured value: types, ranks and dtypes, not sizes or values; but a flag's value and an
+    option's (a bool, a short string with no space) are kinds of their own: each is a branch of the code
+    (``sigmoid_focal_loss(reduction="sum")`` once went unchecked because ``reduction="none"`` came first)."""
     shape = getattr(value, "shape", None)
     if shape is not None and hasattr(value, "dtype"):
         return f"{type(value).__name__[0]}{len(shape)}{str(value.dtype).removeprefix('torch.')}"
@@ -625,6 +631,9 @@ def kind(value: Any) -> str:
         return "[" + ",".join(sorted({kind(v) for v in value})) + "]"
     if isinstance(value, dict):
         return "{" + ",".join(f"{k}:{kind(v)}" for k, v in sorted(value.items())) + "}"
+    if isinstance(value, bool) or (isinstance(value, str) and len(value) <= MODE_CHARS and not any(
+            c.isspace() for c in value)):
+        return f"{type(value).__name__}={value}"
     return type(value).__name__
 
 
