@@ -1397,7 +1397,8 @@ def test_the_batch_completes_with_a_row_per_student(graded: Gradebook) -> None:
     students = {s.student for s in graded.students}
     kernel = len(kernel_attacks.attacks(Path("/"))) + 1  # and their victim
     doubled = 2  # the two long names, the two names equal but for case
-    assert len(students) == (3 + len(ATTACKS) + len(TRUST_ATTACKS) + len(CHANNEL_ATTACKS) + len(BROKEN) + len(TREES)
+    learned = 1  # the masks learned by heart
+    assert len(students) == (3 + learned + len(ATTACKS) + len(TRUST_ATTACKS) + len(CHANNEL_ATTACKS) + len(BROKEN) + len(TREES)
                              + doubled + len(OUTPUT_ATTACKS) + kernel + len(COOKIES))
     assert all(s.item(slug) is not None for s in graded.students for slug in ITEMS)
 
