@@ -653,7 +653,6 @@ def test_an_answer_no_draw_of_fresh_inputs_changes_verifies_nothing() -> None:
     inputs twice, and a case whose answers are the same both times is no evidence, as a hollow one."""
     from canon_refs.posttrain import dpo
     from canon_refs.transformer import masks
-
     from pytest_mlcanon.grade.verifier import Calibration
 
     item = catalog.get("transformer/masks")
@@ -674,6 +673,24 @@ def test_an_answer_no_draw_of_fresh_inputs_changes_verifies_nothing() -> None:
     recorder.publics[item.slug] = ["causal_mask"]
     recorder._called.add((item.slug, "causal_mask"))  # noqa: SLF001
     assert recorder.coverage(cases)[item.slug] == {"causal_mask": f"unverified: {compare.FIXED}"}
+
+
+def test_a_model_the_call_leaves_as_it_came_is_no_answer_to_tell_draws_apart() -> None:
+    """A model argument is always sent back, but one the call leaves unchanged is the job's own input echoed:
+    a count of trainable parameters is the same on every draw (a constant learned by heart), a soft update
+    that moves the target is not."""
+    from canon_refs.finetune import lora
+    from canon_refs.rl import dqn
+
+    count, soft = catalog.get("finetune/lora"), catalog.get("rl/dqn")
+    recorder = recheck.Recorder((count, soft))
+    recorder._keep_call(count.slug, "finetune/lora", "count_trainable_parameters",  # noqa: SLF001
+                        lora.count_trainable_parameters, (torch.nn.Linear(3, 2),), {})
+    recorder._keep_call(soft.slug, "rl/dqn", "soft_update", dqn.soft_update,  # noqa: SLF001
+                        (torch.nn.Linear(3, 2), torch.nn.Linear(3, 2), 0.25), {})
+    cases = recorder.cases(20240607)
+    assert [c["fixed"] for c in cases[count.slug]] == [True] and [c["fixed"] for c in cases[soft.slug]] == [False]
+    assert all(recheck.ANSWER not in c for found in cases.values() for c in found)
 
 
 def test_a_numerics_probes_call_is_a_kind_of_its_own() -> None:

@@ -19,11 +19,11 @@ TABLE: dict[str, dict[str, str]] = {
         'TinyVisionEncoder.forward': "verified: the verifier's parameters (1 case)",
         'TinyVisionEncoder.patchify': "not called by the item's tests: only through other functions, if at all",
         'Trajectory.is_well_formed': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
-        'accuracy': "verified: a model with the verifier's parameters (1 case)",
+        'accuracy': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'bradley_terry_loss': "not called by the item's tests: only through other functions, if at all",
         'build_model': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'causal_padding_bias': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
-        'count_parameters': "verified: a model with the verifier's parameters (1 case)",
+        'count_parameters': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'count_shapes': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'count_shapes_tool': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'decode_text': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
@@ -47,7 +47,7 @@ TABLE: dict[str, dict[str, str]] = {
         'reward_pair_accuracy': "unverified: takes a TinyRewardModel model of another item or of a test's own class",
         'run_dpo': 'unverified: takes a seed or a random generator',
         'run_episode': "verified: a model with the verifier's parameters (1 case)",
-        'run_episodes': "verified: a model with the verifier's parameters (2 cases)",
+        'run_episodes': "verified: a model with the verifier's parameters (1 case)",
         'run_grpo': 'unverified: takes a seed or a random generator',
         'run_pipeline': 'unverified: never called by the reference tests with data',
         'run_sft': 'unverified: takes a seed or a random generator',
@@ -156,7 +156,7 @@ TABLE: dict[str, dict[str, str]] = {
         'LoRALinear.merge': "verified: the verifier's parameters (1 case)",
         'LoRALinear.unmerge': "verified: the verifier's parameters (1 case)",
         'apply_lora': "unverified: takes a GPT model of another item or of a test's own class",
-        'count_trainable_parameters': "verified: a model with the verifier's parameters (1 case)",
+        'count_trainable_parameters': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'lora_state_dict': "unverified: takes a GPT model of another item or of a test's own class",
     },
     'generative/ddpm': {
@@ -335,7 +335,7 @@ TABLE: dict[str, dict[str, str]] = {
         'dqn_loss': "verified: a model with the verifier's parameters (6 cases)",
         'dqn_targets': 'verified: fresh inputs (4 cases)',
         'hard_update': "unverified: takes a QNetwork model of another item or of a test's own class",
-        'soft_update': "verified: a model with the verifier's parameters (1 case)",
+        'soft_update': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'train_dqn': 'unverified: takes a seed or a random generator',
     },
     'rl/dynamic_programming': {
@@ -413,7 +413,7 @@ TABLE: dict[str, dict[str, str]] = {
         'swiglu_hidden_dim': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
     },
     'transformer/generation': {
-        'generate': "verified: a model with the verifier's parameters (5 cases)",
+        'generate': "verified: a model with the verifier's parameters (1 case)",
         'sample_next_token': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'top_k_filter': 'verified: fresh inputs (1 case)',
         'top_p_filter': 'verified: fresh inputs (5 cases)',
@@ -474,7 +474,7 @@ TABLE: dict[str, dict[str, str]] = {
     },
     'vision/tiny_cnn': {
         'TinyCNN.forward': "verified: the verifier's parameters (3 cases)",
-        'evaluate': "verified: a model with the verifier's parameters (2 cases)",
+        'evaluate': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'train_cnn': 'verified: a replay of its first training steps (4 cases)',
     },
 }
