@@ -5,7 +5,8 @@ In the verifier (a trusted process; no learner code ever runs there), ``Recorder
 reference tests run, the public functions of each item's modules and the public methods of its
 classes, and keeps calls of every distinct kind the tests make: one per combination of argument
 types, ranks and dtypes (a Python float and a tensor, a single example and a batch, float16 and
-float64 are different kinds). Arguments are captured as they were at the call:
+float64 are different kinds) and values of flags and options (``reduction="sum"``). Arguments are
+captured as they were at the call:
 
 * plain data: tensors, arrays, numbers, strings, dtypes and containers of these;
 * a model of a trusted class (a test helper's, ``torch.nn``'s), as a deep copy;
@@ -22,7 +23,10 @@ compared.
 ``Recorder.cases`` perturbs each kept call with this run's seed (floating values and a model's
 parameters scaled by 1 +- 2 %; masks, integers and booleans kept), shortens training calls to their
 first steps (``SHORTEN``), runs it on the reference twice under different global seeds through
-exactly the code a job runs (``replay.run_case``), and keeps it when both answers agree. A case is
+exactly the code a job runs (``replay.run_case``), and keeps it when both answers agree; it draws
+the inputs a second time, and a case whose answer (the result and the arguments the call changed) is
+the same on both draws is ``fixed``: no evidence, as the public calls' answers learned by heart
+would pass it (``compare.proves_nothing``). A case is
 the encoded inputs plus the expected answer (and the post-call value of every model argument and
 of any other argument the reference changes in place). The job gets only the inputs
 (``child_cases``); the parent compares its answers with the expected ones (``compare``).
