@@ -38,6 +38,7 @@ import kernel_attacks
 import pytest
 import sandboxing
 
+from pytest_mlcanon import catalog
 from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.grade import batch, config, discover, render, uids
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult
@@ -490,6 +491,24 @@ def run_dpo(*args, **kwargs):
     finally:
         dpo_loss = _attack_loss
 '''),
+    # An excuse, not an answer: a function the re-check looks up (a module ``__getattr__``, outside the call it
+    # makes) raises the harness's own "cannot be set up" while no test runs, reached by names the scan cannot
+    # read, so that a verified item would become unverified and earn what the teacher's policy awards.
+    "dpo_says_its_case_cannot_be_set_up": (DPO, "GOOD:" + '''
+import os as _os
+
+_replay = vars()["__buil" + "tins__"]["__imp" + "ort__"]("pytest_mlcanon.grade." + "replay", fromlist=["x"])
+_HIDDEN = {"kl_regularized_optimum": kl_regularized_optimum}
+del kl_regularized_optimum
+
+
+def __getattr__(name):
+    if name not in _HIDDEN:
+        raise AttributeError(name)
+    if "PYTEST_CURRENT_TEST" not in _os.environ:  # no test is running: the re-check
+        raise _replay.Unverifiable("DPOOutput's parameters are not the reference's (missing none; extra none)")
+    return _HIDDEN[name]
+'''),
     # Trains nothing and returns a made-up history whose margin rises.
     "run_dpo_fake_history": (DPO, "GOOD:" + '''
 def run_dpo(policy, reference, batches, *, steps=50, lr=1e-4, beta=0.1, seed=0):
@@ -525,6 +544,41 @@ def assign(X, centroids):
 
 def kmeans(X, k, *, n_iter=100, tol=1e-8, init="k-means++", seed=0):
     raise NotImplementedError
+'''),
+    # k-means++ that is the first k points, on a function the re-check cannot call (it takes a generator); kmeans
+    # itself, which the re-check calls, seeds honestly. The tests that catch it pass on the channel: the frame of
+    # each outcome is made by a method rebound through unittest.mock (whose frame, not the learner's, sets the
+    # class attribute), reached by names the scan cannot read.
+    "kmeans_forges_its_outcomes": (KMEANS, "GOOD:" + '''
+_load = vars()["__buil" + "tins__"]["__imp" + "ort__"]
+_evidence = _load("pytest_mlcanon." + "evidence", fromlist=["x"])
+_mock = _load("unittest." + "mock", fromlist=["x"])
+_honest_to_json = _evidence.Outcome.to_json
+
+
+def _passed(self):
+    data = _honest_to_json(self)
+    if data["outcome"] in ("failed", "error"):
+        data.update(outcome="passed", message="", where=None, origin=None, raised="", raised_at="")
+    return data
+
+
+_mock.patch.object(_evidence.Outcome, "to_json", _passed).start()
+_honest_init = kmeans_plus_plus_init
+_honest_kmeans = kmeans
+
+
+def kmeans_plus_plus_init(X, k, rng):
+    return np.asarray(X, dtype=np.float64)[:k].copy()
+
+
+def kmeans(X, k, *, n_iter=100, tol=1e-8, init="k-means++", seed=0):
+    global kmeans_plus_plus_init
+    kmeans_plus_plus_init, wrong = _honest_init, kmeans_plus_plus_init
+    try:
+        return _honest_kmeans(X, k, n_iter=n_iter, tol=tol, init=init, seed=seed)
+    finally:
+        kmeans_plus_plus_init = wrong
 '''),
     # The same, after trying to remove the profile hook that watches what runs.
     "attention_unhooks_the_detector": (ATTENTION, "GOOD:" + '''
@@ -595,6 +649,106 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, dropout_p=0.0, scale=Non
     return _fast(q, k, v, scale=scale)
 '''),
 }
+
+MASKS = "transformer/masks"
+
+#: A pytest plugin a student runs on the public masks tests against the reference (outside the grader): it
+#: keeps each call's arguments and the reference's answer, or the error it raised.
+_RECORD_MASKS = '''
+import functools, json, os
+import pytest
+import torch
+
+from canon_refs.transformer import masks
+
+NAMES = ("causal_mask", "padding_mask", "key_padding_to_attention", "combine_masks", "mask_to_bias",
+         "causal_padding_mask", "positions_from_mask")
+TABLE = {}
+
+
+def key(v):
+    if isinstance(v, torch.Tensor):
+        return ["T", str(v.dtype), list(v.shape), v.tolist()]
+    if isinstance(v, (list, tuple)):
+        return ["L", [key(x) for x in v]]
+    if isinstance(v, dict):
+        return ["M", sorted([k, key(x)] for k, x in v.items())]
+    return ["V", repr(v) if v is None or isinstance(v, (bool, int, float, str, torch.dtype)) else type(v).__name__]
+
+
+def recorded(name, fn):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        found = json.dumps([name, key(list(args)), key(kwargs)])
+        try:
+            out = fn(*args, **kwargs)
+        except Exception as exc:
+            TABLE.setdefault(found, {"raise": str(exc)})
+            raise
+        if isinstance(out, torch.Tensor):
+            TABLE.setdefault(found, {"dtype": str(out.dtype).removeprefix("torch."), "values": out.tolist()})
+        elif out is None:
+            TABLE.setdefault(found, {"none": True})
+        return out
+    return call
+
+
+def pytest_sessionstart(session):
+    for name in NAMES:
+        setattr(masks, name, recorded(name, getattr(masks, name)))
+
+
+def pytest_sessionfinish(session):
+    with open(os.environ["MASKS_TABLE"], "w") as handle:
+        json.dump(TABLE, handle)
+'''
+
+#: The masks module the table becomes: no mask is computed, each public call's answer is looked up.
+_BY_HEART = '''"""Attention masks, learned by heart: the reference's answer to each call of the public tests."""
+import json
+
+import torch
+
+_TABLE = json.loads(%r)
+
+
+def _key(v):
+    if isinstance(v, torch.Tensor):
+        return ["T", str(v.dtype), list(v.shape), v.tolist()]
+    if isinstance(v, (list, tuple)):
+        return ["L", [_key(x) for x in v]]
+    if isinstance(v, dict):
+        return ["M", sorted([k, _key(x)] for k, x in v.items())]
+    return ["V", repr(v) if v is None or isinstance(v, (bool, int, float, str, torch.dtype)) else type(v).__name__]
+
+
+def _answer(name, args, kwargs):
+    found = _TABLE.get(json.dumps([name, _key(list(args)), _key(kwargs)]))
+    if found is None:
+        return torch.ones(1, dtype=torch.bool)  # never asked by the tests: a guess
+    if "raise" in found:
+        raise ValueError(found["raise"])
+    if "none" in found:
+        return None
+    return torch.tensor(found["values"], dtype=getattr(torch, found["dtype"]))
+''' + "".join(f"\n\ndef {name}(*args, **kwargs):\n    return _answer({name!r}, args, kwargs)\n"
+                for name in ("causal_mask", "padding_mask", "key_padding_to_attention", "combine_masks", "mask_to_bias",
+                             "causal_padding_mask", "positions_from_mask"))
+
+
+def _masks_learned_by_heart(folder: Path) -> bytes:
+    """The public tests of the batch's items (the attention tests call the masks too) run on the reference with
+    ``_RECORD_MASKS``; the answers, as a module."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "record_masks.py").write_text(_RECORD_MASKS, encoding="utf-8")
+    table = folder / "table.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")]),
+           "MASKS_TABLE": str(table), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    files = sorted({str(REPO / "canon_tests" / name) for slug in _table()["items"] for name in catalog.get(slug).test_files})
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "record_masks", "-p", "no:cacheprovider", *files],
+                   cwd=folder, env=env, check=False, capture_output=True, timeout=600)
+    return (_BY_HEART % table.read_text(encoding="utf-8")).encode()
+
 
 # name -> code appended to the good boxes.py: frames forged or malformed, a daemon left behind, answers
 # that are not plain data
@@ -721,7 +875,7 @@ def _write(root: Path, student: str, files: dict[str, bytes]) -> None:
 
 
 def _honest(root: Path, student: str, source: Path) -> None:
-    _write(root, student, {m: (source / f"{m}.py").read_bytes() for m in (BOXES, DPO, KMEANS, ATTENTION)
+    _write(root, student, {m: (source / f"{m}.py").read_bytes() for m in (BOXES, DPO, KMEANS, ATTENTION, MASKS)
                            if (source / f"{m}.py").is_file()})
 
 
@@ -758,7 +912,7 @@ ITEMS = [BOXES, DPO, KMEANS, ATTENTION]
 
 
 def _table(**sandbox: bool) -> dict:
-    return {"items": ITEMS, "workers": 2, "seed": 20240607,
+    return {"items": [*ITEMS, MASKS], "workers": 2, "seed": 20240607,
             "limits": {"wall_s": 120, "test_timeout_s": 15, "cpu_s": 60, "memory_mb": 768, "output_mb": 4},
             "sandbox": sandbox}
 
@@ -1025,6 +1179,7 @@ def batch_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graded]:
         _write(subs, f"attack_{name}", {item: _trust_source(item, text)})
     for name, footer in CHANNEL_ATTACKS.items():
         _write(subs, f"attack_{name}", {BOXES: _attack_source("", footer).encode()})
+    _write(subs, "attack_masks_learned_by_heart", {MASKS: _masks_learned_by_heart(root / "student_workshop")})
     for name, spec in BROKEN.items():
         _write(subs, f"broken_{name}", {BOXES: _broken_source(spec)})
     for name, encoding in COOKIES.items():
@@ -1242,7 +1397,8 @@ def test_the_batch_completes_with_a_row_per_student(graded: Gradebook) -> None:
     students = {s.student for s in graded.students}
     kernel = len(kernel_attacks.attacks(Path("/"))) + 1  # and their victim
     doubled = 2  # the two long names, the two names equal but for case
-    assert len(students) == (3 + len(ATTACKS) + len(TRUST_ATTACKS) + len(CHANNEL_ATTACKS) + len(BROKEN) + len(TREES)
+    learned = 1  # the masks learned by heart
+    assert len(students) == (3 + learned + len(ATTACKS) + len(TRUST_ATTACKS) + len(CHANNEL_ATTACKS) + len(BROKEN) + len(TREES)
                              + doubled + len(OUTPUT_ATTACKS) + kernel + len(COOKIES))
     assert all(s.item(slug) is not None for s in graded.students for slug in ITEMS)
 
@@ -1411,6 +1567,24 @@ def test_an_answer_in_a_lower_precision_than_the_reference_and_inputs_fails_the_
         item.recheck.problems
 
 
+def test_an_excuse_that_a_case_cannot_be_set_up_is_a_difference_where_no_module_is_given(graded: Gradebook) -> None:
+    item = _cell(graded, "attack_dpo_says_its_case_cannot_be_set_up", DPO)
+    assert item.recheck.status == "failed" and _correctness_points(item) == 0.0, item.verdict
+    assert any("could not be set up" in problem for problem in item.recheck.problems), item.recheck.problems
+
+
+def test_answers_learned_by_heart_earn_nothing_where_the_fresh_inputs_change_no_answer(graded: Gradebook) -> None:
+    """Masks take integers and booleans, which the re-check keeps as they are: the public calls' answers, recorded
+    from the reference and looked up, once passed every case ("19 calls agree on fresh inputs") and earned the
+    tests' points. A case no draw of fresh inputs changes is no evidence: the item is unverified (the teacher's
+    policy, here held for review), for the honest student too."""
+    item = _cell(graded, "attack_masks_learned_by_heart", MASKS)
+    assert item.recheck.status == "unverified" and _correctness_points(item) == 0.0, item.verdict
+    assert "learned by heart" in item.recheck.detail, item.recheck.detail
+    honest = _cell(graded, "honest_good", MASKS)
+    assert honest.recheck.status == "unverified" and honest.recheck.withheld > 0, honest.verdict
+
+
 def test_training_that_trains_nothing_fails_the_trusted_replay(graded: Gradebook) -> None:
     item = _cell(graded, "attack_run_dpo_fake_history", DPO)
     assert item.recheck.status == "failed" and _correctness_points(item) == 0.0, item.verdict
@@ -1434,6 +1608,14 @@ def test_a_forbidden_kernel_reached_through_an_alias_is_flagged(graded: Gradeboo
 def test_a_forbidden_package_reached_through_another_module_is_flagged(graded: Gradebook) -> None:
     item = _cell(graded, "attack_kmeans_torch_through_another_module", KMEANS)
     assert "INT005" in item.codes and item.points == 0.0, item.verdict
+
+
+def test_outcomes_forged_in_the_codec_that_frames_them_are_flagged(graded: Gradebook) -> None:
+    """The tests of a function the re-check cannot reach are the child's word; one that rewrites that word
+    where it is framed is tampering the check after each test sees."""
+    item = _cell(graded, "attack_kmeans_forges_its_outcomes", KMEANS)
+    assert "INT106" in item.codes and item.points == 0.0, item.verdict
+    assert any("Outcome.to_json" in f.message for f in item.integrity), item.integrity
 
 
 def test_removing_the_detectors_hook_is_flagged(graded: Gradebook) -> None:

@@ -4,6 +4,7 @@ redirect's forgetting, the zygote's refusal to fork with an answer in memory, th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -239,13 +240,41 @@ def test_an_item_with_a_case_it_could_not_set_up_is_unverified_whatever_else_pas
     from pytest_mlcanon.grade.verifier import Calibration
 
     ordinary = _dpo_case(0.3, probe=False)
-    renamed = {**ordinary, "function": "sequence_logprob"}
+    renamed = {**ordinary, "function": "sequence_logprob", "steps": [{
+        "function": "sequence_logprob", "kwargs": values.encode({}),
+        "args": values.encode((_GPT_WITH_PARAMETERS, torch.zeros(1, 3, dtype=torch.long)))}]}
     answers = [{"kind": "recheck", "seq": 0, "index": 0,
                 "result": replay.run_case({**ordinary, "mutated": []}, replay.import_module).result},
                {"kind": "recheck", "seq": 1, "index": 1, "result": values.encode_unverifiable("renamed parameters")}]
     check = assess._recheck(DPO, Calibration(cases={DPO.slug: [ordinary, renamed]}), assess.read_frames(answers),  # noqa: SLF001
                             config.GradeConfig())
     assert check.status == "unverified" and check.policy == "review" and "sequence_logprob" in check.unverified, check
+
+
+#: A model argument the job builds from its own class and gives the verifier's parameters (a recipe).
+_GPT_WITH_PARAMETERS = values.Recipe("instance", {
+    "module": "transformer/gpt", "class": "GPT", "init": [values.encode(()), values.encode({})],
+    "state": values.encode({"wte.weight": torch.zeros(4, 2)}), "training": False})
+
+
+def test_a_case_that_gives_no_module_parameters_cannot_be_excused_as_unverifiable() -> None:
+    """Only giving a module the verifier's parameters can fail to set a case up; any other case always
+    runs, so a job that answers ``unverifiable`` there (its code raised the harness's own exception, from a
+    constructor or a module ``__getattr__`` the re-check calls outside the call it makes) forged an excuse
+    to turn a verified item into one its teacher's ``unverified`` policy may award: a difference."""
+    from pytest_mlcanon.grade.verifier import Calibration
+
+    ordinary = _dpo_case(0.3, probe=False)
+    answers = [{"kind": "recheck", "seq": 0, "index": 0, "result": values.encode_unverifiable("renamed parameters")}]
+    award = dataclasses.replace(config.GradeConfig(), unverified="award")
+    check = assess._recheck(DPO, Calibration(cases={DPO.slug: [ordinary]}), assess.read_frames(answers), award)  # noqa: SLF001
+    assert check.status == "failed" and "could not be set up" in check.problems[0], check
+    assert not assess.gives_parameters(ordinary)
+    renamed = {**ordinary, "steps": [{"function": "sequence_logprob", "kwargs": values.encode({}),
+                                      "args": values.encode((_GPT_WITH_PARAMETERS,))}]}
+    assert assess.gives_parameters(renamed)
+    assert assess.gives_parameters({"kind": "script", "state": values.encode({"w": torch.zeros(1)})})
+    assert not assess.gives_parameters({"kind": "script", "state": None, "init": [values.encode(()), values.encode({})]})
 
 
 def test_training_calls_are_shortened_to_their_first_steps_and_one_batch() -> None:
@@ -261,6 +290,16 @@ def test_kinds_of_call_tell_scalars_tensors_batches_and_dtypes_apart() -> None:
     kinds = {recheck.kind(((x,), {})) for x in (1.0, torch.zeros(3), torch.zeros(2, 3), torch.zeros(3).double(),
                                                   torch.zeros(4), np.zeros(3))}
     assert len(kinds) == 5  # zeros(3) and zeros(4): the same kind
+
+
+def test_an_options_value_and_a_flags_are_kinds_of_their_own() -> None:
+    """``reduction="sum"`` and ``reduction="none"`` are two branches of a loss: when only the first was a kind,
+    a sum that was a mean went unchecked by the re-check. Texts (with spaces), sizes and values are not kinds."""
+    def of(**kwargs: object) -> str:
+        return recheck.kind(((torch.zeros(3),), kwargs))
+
+    assert of(reduction="sum") != of(reduction="none") and of(return_weights=True) != of(return_weights=False)
+    assert of(text="the cat sat") == of(text="on the mat, twice") and of(k=3) == of(k=5) and of(p=0.1) == of(p=0.5)
 
 
 # -- the trust policy for what cannot be verified ------------------------------------------------------------------
@@ -605,6 +644,53 @@ def test_an_answer_compared_by_its_type_only_verifies_nothing() -> None:
     recorder._called.add((AUTOGRAD.slug, "Value.exp"))  # noqa: SLF001
     assert recorder.coverage({AUTOGRAD.slug: [case]})[AUTOGRAD.slug] == {
         "Value.exp": "unverified: its answers are a Value, which the re-check cannot compare"}
+
+
+def test_an_answer_no_draw_of_fresh_inputs_changes_verifies_nothing() -> None:
+    """Masks from integer sizes keep their inputs (the re-check never perturbs an integer or a boolean), so
+    the public calls' answers, learned by heart, pass every such case (a table of them earned the whole
+    masks item, "19 calls agree with the reference on fresh inputs"): the verifier draws a case's fresh
+    inputs twice, and a case whose answers are the same both times is no evidence, as a hollow one."""
+    from canon_refs.posttrain import dpo
+    from canon_refs.transformer import masks
+    from pytest_mlcanon.grade.verifier import Calibration
+
+    item = catalog.get("transformer/masks")
+    recorder = recheck.Recorder((item, DPO))
+    recorder._keep_call(item.slug, "transformer/masks", "causal_mask", masks.causal_mask, (4,), {})  # noqa: SLF001
+    recorder._keep_call(item.slug, "transformer/masks", "padding_mask", masks.padding_mask,  # noqa: SLF001
+                        (torch.tensor([2, 3]), 4), {})
+    recorder._keep_call(DPO.slug, "posttrain/dpo", "dpo_loss", dpo.dpo_loss,  # noqa: SLF001
+                        (torch.tensor([-12.0]), torch.tensor([-11.5]), torch.tensor([-13.0]), torch.tensor([-10.8])), {})
+    cases = recorder.cases(20240607)
+    assert [c["fixed"] for c in cases[item.slug]] == [True, True] and [c["fixed"] for c in cases[DPO.slug]] == [False]
+    assert all("fixed" not in c for c in recheck.child_cases(cases[item.slug]))
+    assert compare.proves_nothing(cases[item.slug][0]) == compare.FIXED and not compare.proves_nothing(cases[DPO.slug][0])
+    learned = [{"kind": "recheck", "seq": n, "index": n, "result": case["expected"]}
+               for n, case in enumerate(cases[item.slug])]  # the answers of the public calls, by heart
+    check = assess._recheck(item, Calibration(cases=cases), assess.read_frames(learned), config.GradeConfig())  # noqa: SLF001
+    assert check.status == "unverified" and check.detail == compare.FIXED, check
+    recorder.publics[item.slug] = ["causal_mask"]
+    recorder._called.add((item.slug, "causal_mask"))  # noqa: SLF001
+    assert recorder.coverage(cases)[item.slug] == {"causal_mask": f"unverified: {compare.FIXED}"}
+
+
+def test_a_model_the_call_leaves_as_it_came_is_no_answer_to_tell_draws_apart() -> None:
+    """A model argument is always sent back, but one the call leaves unchanged is the job's own input echoed:
+    a count of trainable parameters is the same on every draw (a constant learned by heart), a soft update
+    that moves the target is not."""
+    from canon_refs.finetune import lora
+    from canon_refs.rl import dqn
+
+    count, soft = catalog.get("finetune/lora"), catalog.get("rl/dqn")
+    recorder = recheck.Recorder((count, soft))
+    recorder._keep_call(count.slug, "finetune/lora", "count_trainable_parameters",  # noqa: SLF001
+                        lora.count_trainable_parameters, (torch.nn.Linear(3, 2),), {})
+    recorder._keep_call(soft.slug, "rl/dqn", "soft_update", dqn.soft_update,  # noqa: SLF001
+                        (torch.nn.Linear(3, 2), torch.nn.Linear(3, 2), 0.25), {})
+    cases = recorder.cases(20240607)
+    assert [c["fixed"] for c in cases[count.slug]] == [True] and [c["fixed"] for c in cases[soft.slug]] == [False]
+    assert all(recheck.ANSWER not in c for found in cases.values() for c in found)
 
 
 def test_a_numerics_probes_call_is_a_kind_of_its_own() -> None:

@@ -323,6 +323,27 @@ def test_guard_judges_writes_and_reads(tmp_path: Path) -> None:
     assert guard._judge("socket.connect", "INT103", ()) == ("INT103", "socket.connect")  # noqa: SLF001
 
 
+def test_the_tamper_check_sees_the_codec_that_frames_an_outcome_rebound(tmp_path: Path, monkeypatch) -> None:
+    """What turns a test's outcome into the frame the parent reads is learner-reachable: rebinding it (the
+    outcome's codec, the JSON encoder the channel uses) rewrites every test's word, so it is tampering."""
+    import json.encoder
+
+    from pytest_mlcanon.evidence import Outcome
+
+    reports: list[tuple[str, str]] = []
+    guard = Guard(channel.ChannelWriter(os.open(os.devnull, os.O_WRONLY)), str(tmp_path / "work"), str(tmp_path),
+                  str(tmp_path), (), ())
+    monkeypatch.setattr(guard, "report", lambda code, detail, *rest: reports.append((code, detail)))
+    guard.snapshot()
+    guard.check()
+    assert reports == []
+    monkeypatch.setattr(Outcome, "to_json", lambda self: {"outcome": "passed"})
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    guard.check()
+    assert ("INT106", "`pytest_mlcanon.evidence.Outcome.to_json` was replaced") in reports, reports
+    assert ("INT106", "`json.encoder.c_make_encoder` was replaced") in reports, reports
+
+
 def test_guard_resolves_without_importing() -> None:
     assert resolve("torch.testing.assert_close") is torch.testing.assert_close
     assert resolve("module_that_is_not_imported.f") is None

@@ -30,12 +30,12 @@ from typing import Any, TypeVar
 from pytest_mlcanon import catalog, rubric
 from pytest_mlcanon.evidence import EvidenceError, ItemEvidence, RecheckFailure, ShapeTrace, Status
 from pytest_mlcanon.grade import integrity, text
-from pytest_mlcanon.grade.compare import Context, compare, evidence
+from pytest_mlcanon.grade.compare import Context, compare, proves_nothing
 from pytest_mlcanon.grade.config import GradeConfig
 from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
 from pytest_mlcanon.grade.redact import batch_relative
 from pytest_mlcanon.grade.runner import STALL_FACTOR, JobRun
-from pytest_mlcanon.grade.values import CodecError, Unverifiable, decode
+from pytest_mlcanon.grade.values import TAG, CodecError, Unverifiable, decode
 from pytest_mlcanon.grade.verifier import Calibration
 from pytest_mlcanon.rubric.model import AXES, Finding, ItemScore, Outcome, Verdict, judge
 from pytest_mlcanon.settings import Settings
@@ -279,9 +279,13 @@ def _recheck(item: catalog.Item, calibration: Calibration, claims: Claims, confi
         try:
             got = decode(answer.get("result"))
             probe = bool(case.get("probe"))
-            if isinstance(got, Unverifiable):
+            if isinstance(got, Unverifiable) and gives_parameters(case):
                 if not probe:
                     unsure.setdefault(case["function"], got.why)
+                continue
+            if isinstance(got, Unverifiable):  # only giving a module the verifier's parameters can fail so
+                found[probe].append(f"{call}: said it could not be set up ({got.why[:120]}), where the case "
+                                    "gives no module the verifier's parameters")
                 continue
             context = Context.of(item.slug, case)
             problems = found[probe]
@@ -299,6 +303,24 @@ def _recheck(item: catalog.Item, calibration: Calibration, claims: Claims, confi
     return check
 
 
+def gives_parameters(case: dict[str, Any]) -> bool:
+    """Whether the case gives a module the verifier's parameters (its script's object, or an ``instance``
+    among its inputs): the one setup a submission can fail with ``unverifiable`` (its parameters are
+    named otherwise). Any other case can always be run, so that answer is a forged excuse, a difference."""
+    if case.get("kind") == "script" and case.get("state") is not None:
+        return True
+    stack: list[Any] = [case.get("init"), case.get("steps")]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            if value.get(TAG) == "instance" and value.get("state") is not None:
+                return True
+            stack.extend(value.values())
+    return False
+
+
 def _verdict_of_cases(cases: list[dict[str, Any]], problems: list[str], missing: int, unsure: dict[str, str],
                       uncovered: list[str], policy: str) -> Recheck:
     """The re-check's status from the differences on the correctness cases (the probes' are Numerics')."""
@@ -307,14 +329,12 @@ def _verdict_of_cases(cases: list[dict[str, Any]], problems: list[str], missing:
     if problems:
         return Recheck("failed", f"{len(problems)} difference(s) on fresh inputs", len(cases), problems[:4])
     # a case whose answer is an object compared by its type's name only (a Value) verifies nothing
-    verified = sum(1 for c in cases if c["function"] not in unsure and not c.get("probe") and not evidence(c))
+    verified = sum(1 for c in cases if c["function"] not in unsure and not c.get("probe") and not proves_nothing(c))
     names = uncovered + sorted(unsure)
     if not verified or unsure:  # a module the verifier could not give its parameters: the item is unverified
         # for this student (README), whatever else passed: its own layers are what the tests would vouch for
-        hollow = next((held for c in cases if not c.get("probe") and (held := evidence(c))), "")
-        why = "; ".join(f"{k}: {v}" for k, v in unsure.items()) or (
-            f"its answers are {hollow}, which the re-check cannot compare" if hollow
-            else "only numerics probes' calls reach it")
+        hollow = next((held for c in cases if not c.get("probe") and (held := proves_nothing(c))), "")
+        why = "; ".join(f"{k}: {v}" for k, v in unsure.items()) or hollow or "only numerics probes' calls reach it"
         return Recheck("unverified", why[:300], len(cases), unverified=names, policy=policy)
     tail = f"; not verified: {', '.join(names)}" if names else ""
     return Recheck("passed", f"{verified} calls agree with the reference on fresh inputs{tail}"[:300], len(cases),

@@ -97,6 +97,18 @@ def evidence(case: dict[str, Any]) -> str:
     return f"a {opaque}" if opaque else "an empty mapping"
 
 
+#: Why a case whose answers two draws of fresh inputs leave unchanged (``recheck``'s ``fixed``) verifies nothing.
+FIXED = "its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass"
+
+
+def proves_nothing(case: dict[str, Any]) -> str:
+    """Empty when a case can tell a right answer from a wrong one; else why it cannot: its answer holds
+    nothing to compare (``evidence``), or it is the same whatever the fresh inputs (``fixed``)."""
+    if held := evidence(case):
+        return f"its answers are {held}, which the re-check cannot compare"
+    return FIXED if case.get("fixed") else ""
+
+
 def _holds_data(value: Any) -> bool:
     """Whether comparing with ``value`` can tell one answer of its type from another."""
     if isinstance(value, (Opaque, Ignored, Raised)):

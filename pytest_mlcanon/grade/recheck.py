@@ -5,7 +5,8 @@ In the verifier (a trusted process; no learner code ever runs there), ``Recorder
 reference tests run, the public functions of each item's modules and the public methods of its
 classes, and keeps calls of every distinct kind the tests make: one per combination of argument
 types, ranks and dtypes (a Python float and a tensor, a single example and a batch, float16 and
-float64 are different kinds). Arguments are captured as they were at the call:
+float64 are different kinds) and values of flags and options (``reduction="sum"``). Arguments are
+captured as they were at the call:
 
 * plain data: tensors, arrays, numbers, strings, dtypes and containers of these;
 * a model of a trusted class (a test helper's, ``torch.nn``'s), as a deep copy;
@@ -22,7 +23,10 @@ compared.
 ``Recorder.cases`` perturbs each kept call with this run's seed (floating values and a model's
 parameters scaled by 1 +- 2 %; masks, integers and booleans kept), shortens training calls to their
 first steps (``SHORTEN``), runs it on the reference twice under different global seeds through
-exactly the code a job runs (``replay.run_case``), and keeps it when both answers agree. A case is
+exactly the code a job runs (``replay.run_case``), and keeps it when both answers agree; it draws
+the inputs a second time, and a case whose answer (the result and the arguments the call changed) is
+the same on both draws is ``fixed``: no evidence, as the public calls' answers learned by heart
+would pass it (``compare.proves_nothing``). A case is
 the encoded inputs plus the expected answer (and the post-call value of every model argument and
 of any other argument the reference changes in place). The job gets only the inputs
 (``child_cases``); the parent compares its answers with the expected ones (``compare``).
@@ -55,7 +59,7 @@ import pytest
 
 from pytest_mlcanon import catalog
 from pytest_mlcanon.grade import replay
-from pytest_mlcanon.grade.compare import CANONICAL, evidence, is_mask
+from pytest_mlcanon.grade.compare import CANONICAL, is_mask, proves_nothing
 from pytest_mlcanon.grade.values import DTYPES, Recipe, encode, map_leaves
 from pytest_mlcanon.redirect import REF_PACKAGE
 from pytest_mlcanon.run import ITEM_PROPERTY
@@ -470,9 +474,9 @@ class Recorder:
             count: dict[str, int] = {}
             hollow: dict[str, str] = {}  # name -> what its cases expect instead of data
             for case in cases.get(slug, []):
-                if held := evidence(case):
+                if held := proves_nothing(case):
                     for name in case_names(case):
-                        hollow.setdefault(name, f"its answers are {held}, which the re-check cannot compare")
+                        hollow.setdefault(name, held)
                     continue
                 for name in case_names(case):
                     found.setdefault(name, []).extend(how(case, name))
@@ -513,8 +517,15 @@ class Recorder:
                     case = build(np.random.default_rng([seed, index, len(slug)]))
                 except Exception:  # noqa: BLE001, S112 - a call the re-check cannot carry is no case, never a crash
                     continue
-                if case is not None:
-                    out[slug].append(case)
+                if case is None:
+                    continue
+                try:
+                    other = build(np.random.default_rng([seed, index, len(slug), 1]))
+                except Exception:  # noqa: BLE001 - a second draw the reference refuses says nothing either way
+                    other = None
+                answer = case.pop(ANSWER)
+                case["fixed"] = other is not None and other.get(ANSWER) == answer
+                out[slug].append(case)
         return out
 
     def _call_case(self, call: Call, rng: Any) -> dict[str, Any] | None:
@@ -607,8 +618,14 @@ def _takes_randomness(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
     return any(name in RANDOM_PARAMETERS and value is not None for name, value in bound.arguments.items())
 
 
+#: A string this short with no space is an option's value (``reduction="sum"``, ``side="left"``, ``init="random"``).
+MODE_CHARS = 24
+
+
 def kind(value: Any) -> str:
-    """The kind of a captured value: types, ranks and dtypes, not sizes or values."""
+    """The kind of a captured value: types, ranks and dtypes, not sizes or values; but a flag's value and an
+    option's (a bool, a short string with no space) are kinds of their own: each is a branch of the code
+    (``sigmoid_focal_loss(reduction="sum")`` once went unchecked because ``reduction="none"`` came first)."""
     shape = getattr(value, "shape", None)
     if shape is not None and hasattr(value, "dtype"):
         return f"{type(value).__name__[0]}{len(shape)}{str(value.dtype).removeprefix('torch.')}"
@@ -622,6 +639,9 @@ def kind(value: Any) -> str:
         return "[" + ",".join(sorted({kind(v) for v in value})) + "]"
     if isinstance(value, dict):
         return "{" + ",".join(f"{k}:{kind(v)}" for k, v in sorted(value.items())) + "}"
+    if isinstance(value, bool) or (isinstance(value, str) and len(value) <= MODE_CHARS and not any(
+            c.isspace() for c in value)):
+        return f"{type(value).__name__}={value}"
     return type(value).__name__
 
 
@@ -688,7 +708,18 @@ def _with_expected(case: dict[str, Any]) -> dict[str, Any] | None:
         return None
     changed = {key: value for key, value in first.after.items()
                if key in first.modules or value != first.before.get(key)}
-    return {**case, "expected": first.result, "mutated": changed}
+    moved = {key: value for key, value in changed.items() if value != first.before.get(key)}
+    # what an answer could get wrong: a model argument the call leaves as it came is the job's input echoed
+    return {**case, "expected": first.result, "mutated": changed,
+            ANSWER: json.dumps([first.result, moved], sort_keys=True)}
+
+
+#: A built case's answer as text while ``Recorder.cases`` compares two draws (then dropped): the expected
+#: result and the arguments the call changed. Two draws of fresh inputs whose answers are the same text
+#: (masks from integer sizes, a count of parameters of a model it leaves unchanged, labels a 2 % nudge never
+#: flips) prove nothing about a submission that answers them: the public calls' answers, learned by heart,
+#: are these answers (``fixed``).
+ANSWER = "answer-text"
 
 
 def seed_everything(seed: int) -> None:
@@ -790,5 +821,5 @@ def _recipe(value: Any) -> Any:
 
 def child_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the child may see of the cases: the inputs and which arguments to send back, no answers."""
-    return [{**{k: v for k, v in c.items() if k not in ("expected", "mutated", "probe")},
+    return [{**{k: v for k, v in c.items() if k not in ("expected", "mutated", "probe", "fixed")},
              "mutated": sorted(c["mutated"])} for c in cases]

@@ -69,6 +69,10 @@ def render(table: dict[str, dict[str, str]] | None = None) -> str:
         "- *canonical form*: outputs defined up to a relabelling (k-means clusters) or a sign (PCA components) "
         "compared after matching.",
         "",
+        "A call whose answers are the same on two draws of fresh inputs (masks from integer sizes, a count of "
+        "parameters, labels a 2 % nudge never flips; integers, booleans and strings are never perturbed) verifies "
+        "nothing: the public calls' answers, learned by heart, would pass it.",
+        "",
         f"{counts['verified']} items verified, {counts['partly verified']} partly verified, "
         f"{counts['unverified']} unverified. An unverified item's correctness earns what the teacher's "
         "`[recheck] unverified` says (`award`, `review` (default: held for review), `zero`).",
