@@ -122,6 +122,7 @@ def test_the_batch_ran_in_user_namespaces(data: dict[str, Any]) -> None:
     notes = " ".join(data["sandbox"])
     assert "user namespace of its own" in notes and "minimal root" in notes and "own PID namespace" in notes
     assert "the item's reference files show empty" in notes
+    assert "time: 15 s of CPU time per test" in notes and "120 s on the clock per job" in notes
     assert data["unsandboxed"] == []
 
 

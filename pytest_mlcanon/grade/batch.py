@@ -58,7 +58,7 @@ from pytest_mlcanon.grade.child import JobRequest
 from pytest_mlcanon.grade.config import GradeConfig, workers
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult, StudentResult, cleaned
 from pytest_mlcanon.grade.progress import Progress
-from pytest_mlcanon.grade.runner import JobRun, Limits, Zygote, run_job
+from pytest_mlcanon.grade.runner import STALL_FACTOR, JobRun, Limits, Zygote, run_job
 from pytest_mlcanon.grade.sandbox import SandboxSpec
 from pytest_mlcanon.grade.text import clean, readable
 from pytest_mlcanon.grade.verifier import Calibration
@@ -165,10 +165,10 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
     for student in students:
         student.items = [_marked(cells.get((student.student, item.slug)) or not_graded(item, config), unsandboxed)
                          for item in items]
-    sandbox_notes = confinement.notes if confinement is not None else []
+    sandbox_notes = [*(confinement.notes if confinement is not None else []), _time_limits(config)]
     if unsandboxed:
-        sandbox_notes = [f"UNSANDBOXED (--unsafe-no-sandbox): a job could reach what isolates nothing here: "
-                         f"{', '.join(unsandboxed)}", *sandbox_notes]
+        sandbox_notes = [f"UNSANDBOXED (--unsafe-no-sandbox): missing walls, which a job could reach past: "
+                         f"{'; '.join(unsandboxed)}", *sandbox_notes]
     return Gradebook([i.slug for i in items], {i.slug: i.title for i in items}, students, [seed],
                      [f"{shard[0]}/{shard[1]}"] if shard else [], sandbox_notes, notes, config.to_dict(),
                      round(time.monotonic() - started, 2), count, unsandboxed=list(unsandboxed),
@@ -614,6 +614,14 @@ def probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None,
             uids.sweep(uid, 0)
             uid_pool.release(uid)
         remove_tree(folder)
+
+
+def _time_limits(config: GradeConfig) -> str:
+    """The parent's clocks, beside the sandbox's limits in "How this batch ran" (the fresh-teacher trial
+    of stop 33 found the test timeout it had set nowhere in the outputs)."""
+    limits = config.limits
+    return (f"time: {limits.test_timeout_s:g} s of CPU time per test (a test that stalls for {STALL_FACTOR:g} times "
+            f"that on the clock ends too), {limits.wall_s:g} s on the clock per job")
 
 
 def refusal(confinement: sandbox.Confinement) -> str:
