@@ -21,6 +21,7 @@ from pytest_mlcanon.grade import assess, channel, compare, config, recheck, repl
 from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
 from pytest_mlcanon.grade.render import csvfile, feedback, gradescope, markdown
 from pytest_mlcanon.grade.render.table import summary_cell
+from pytest_mlcanon.grade.verifier import Calibration
 from pytest_mlcanon.rubric.model import Verdict
 
 DPO = catalog.get("posttrain/dpo")
@@ -325,6 +326,63 @@ def test_what_an_unverified_item_earns_is_the_teachers_choice(policy: str, corre
     assert result.points == pytest.approx(correctness + 4.0)
     verified = _scored(Recheck("passed", "ok", 3), policy)
     assert verified.axis_points["correctness"] == pytest.approx(6.0) and verified.recheck.withheld == 0.0
+
+
+def _partly(policy: str) -> ItemResult:
+    """A passing re-check that left ``init`` unverified, and two passing tests, the first of which calls it."""
+    result = ItemResult(DPO.slug, DPO.number, DPO.title, Status.SCORED, axes={a: True for a in
+                        ("correctness", "shapes", "numerics", "api", "explanation")}, score=5,
+                        tests=[GradedTest("test_init", "passed"), GradedTest("test_loss", "passed")],
+                        recheck=Recheck("passed", "4 calls agree", 4, unverified=["init"], policy=policy),
+                        max_points=10)
+    calibration = Calibration(reaches={DPO.slug: {"a/test_posttrain_dpo.py::test_init": ["init", "loss"],
+                                                  "a/test_posttrain_dpo.py::test_loss": ["loss"]}})
+    assess._mark_unverified(DPO, calibration, result)  # noqa: SLF001
+    assess._award(result, config.from_table({"recheck": {"unverified": policy}}))  # noqa: SLF001
+    result.verdict = assess._verdict(result, "", Verdict("yes"))  # noqa: SLF001
+    return result
+
+
+@pytest.mark.parametrize(("policy", "correctness", "withheld", "said"), [
+    ("award", 6.0, 0.0, "awarded as the tests claim"), ("review", 3.0, 3.0, "3 points held for review"),
+    ("zero", 3.0, 0.0, "no points for them")])
+def test_on_a_partly_verified_item_a_test_calling_an_unverified_name_earns_what_the_policy_says(
+        policy: str, correctness: float, withheld: float, said: str) -> None:
+    """The child alone says such a test passed (an empty k-means forging the outcomes of the tests that
+    call its init would be paid in full): it is paid like an unverified item; the others are verified."""
+    result = _partly(policy)
+    assert [t.unverified for t in result.tests] == [True, False]
+    assert result.axis_points["correctness"] == pytest.approx(correctness)
+    assert result.recheck.withheld == pytest.approx(withheld)
+    assert (f"correctness partly verified: 1 passing test(s) call init, which no fresh-input case checks ({said})"
+            in result.verdict)
+    if policy != "award":
+        from pytest_mlcanon.grade.gradebook import Gradebook, StudentResult
+
+        book = Gradebook([DPO.slug], {DPO.slug: DPO.title}, [StudentResult("ann", items=[result])], config={})
+        entry = next(e for e in gradescope.results(book, book.students[0])["tests"] if e["name"].endswith("test_init"))
+        assert "check what this test calls on fresh inputs" in entry["output"] and entry["score"] == 0
+
+
+def test_the_verifier_records_the_public_names_each_test_calls_itself() -> None:
+    """Only the outermost call counts: ``kmeans`` seeding through its own ``kmeans_plus_plus_init`` is verified
+    with ``kmeans``; a test calling the init itself reaches it."""
+    from canon_refs.classical import kmeans
+
+    item = catalog.get("classical/kmeans")
+    recorder = recheck.Recorder((item,))
+    recorder._wrap_module((item.slug,), "classical/kmeans", kmeans)  # noqa: SLF001
+    try:
+        x = np.random.default_rng(0).normal(size=(12, 2))
+        recorder._current, recorder._test = item.slug, "t.py::test_fit"  # noqa: SLF001
+        kmeans.kmeans(x, 2)
+        recorder._test = "t.py::test_init"  # noqa: SLF001
+        kmeans.kmeans_plus_plus_init(x, 2, np.random.default_rng(1))
+        kmeans.assign(x, x[:2])
+    finally:
+        recorder.pytest_sessionfinish(None)  # type: ignore[arg-type]
+    assert recorder.reaches[item.slug] == {"t.py::test_fit": ["kmeans"],
+                                           "t.py::test_init": ["kmeans_plus_plus_init", "assign"]}
 
 
 def test_unverified_is_said_in_every_output() -> None:

@@ -152,6 +152,7 @@ def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, 
     result.unfinished = _unfinished(result, outcomes, claims)
     result.recheck = (_recheck(item, calibration, claims, config) if result.status is not Status.ERROR
                       else Recheck("not run", "the item's code did not import, so no call could be made"))
+    _mark_unverified(item, calibration, result)
     outcomes += [Outcome(f"re-check on a numerics probe's inputs ({i + 1})", "failed", probe=True, message=problem,
                          recheck=True)
                  for i, problem in enumerate(result.recheck.numerics)]
@@ -303,6 +304,20 @@ def _recheck(item: catalog.Item, calibration: Calibration, claims: Claims, confi
     return check
 
 
+def _mark_unverified(item: catalog.Item, calibration: Calibration, result: ItemResult) -> None:
+    """On a partly verified item, mark each test that calls (itself, not through another public name)
+    a name no case verified: the child alone says it passed, so ``_award`` pays it by the policy."""
+    check = result.recheck
+    if check.status != "passed" or not check.unverified:
+        return
+    open_names = set(check.unverified)
+    reached: dict[str, set[str]] = {}
+    for nodeid, names in calibration.reaches.get(item.slug, {}).items():
+        reached.setdefault(test_name(norm(nodeid)), set()).update(names)
+    for test in result.tests:
+        test.unverified = bool(reached.get(test.name, set()) & open_names)
+
+
 def gives_parameters(case: dict[str, Any]) -> bool:
     """Whether the case gives a module the verifier's parameters (its script's object, or an ``instance``
     among its inputs): the one setup a submission can fail with ``unverifiable`` (its parameters are
@@ -338,7 +353,7 @@ def _verdict_of_cases(cases: list[dict[str, Any]], problems: list[str], missing:
         return Recheck("unverified", why[:300], len(cases), unverified=names, policy=policy)
     tail = f"; not verified: {', '.join(names)}" if names else ""
     return Recheck("passed", f"{verified} calls agree with the reference on fresh inputs{tail}"[:300], len(cases),
-                   unverified=names)
+                   unverified=names, policy=policy if names else "")
 
 
 def _case_label(case: dict[str, Any]) -> str:
@@ -424,16 +439,18 @@ def _award(result: ItemResult, config: GradeConfig) -> None:
     result.axis_max = {axis: round(full * points.share(axis), 4) for axis in AXES}
     check = result.recheck
     finished = result.status is Status.SCORED and not result.unfinished
-    credited = finished and (check.status == "passed" or (check.status == "unverified" and check.policy == "award"))
     advice = not config.settings().contract_required
     graded = [t for t in result.tests if not t.probe and not (t.contract and advice) and t.outcome != "skipped"]
     total = sum(t.weight for t in graded)
+    held = [t for t in graded if t.outcome == "passed" and (check.status == "unverified" or t.unverified)]
     for test in graded:
         test.max_points = full * points.share("correctness") * test.weight / total if total else 0.0
-        test.points = test.max_points if credited and test.outcome == "passed" else 0.0
+        verified = check.status == "passed" and not test.unverified
+        paid = finished and test.outcome == "passed" and (verified or (test in held and check.policy == "award"))
+        test.points = test.max_points if paid else 0.0
     result.axis_points["correctness"] = sum(t.points for t in graded)
-    if finished and check.status == "unverified" and check.policy == "review":
-        check.withheld = round(sum(t.max_points for t in graded if t.outcome == "passed"), 4)
+    if finished and check.policy == "review" and check.status in ("passed", "unverified"):
+        check.withheld = round(sum(t.max_points for t in held), 4)
     for axis in AXES[1:]:
         result.axis_points[axis] = full * points.share(axis) if result.axes.get(axis) else 0.0
     if result.flagged and config.on_flag == "zero":
@@ -463,6 +480,8 @@ def _outcome_line(result: ItemResult, ending: str, judged: Verdict | None) -> st
             line += f"; {_unfinished_line(result.unfinished, len(result.tests))}"
         elif result.recheck.status == "unverified":
             line += f"; {_unverified_line(result.recheck)}"
+        elif partly := [t for t in result.tests if t.unverified and t.outcome == "passed" and t.max_points]:
+            line += f"; {_partly_line(result.recheck, len(partly))}"
         return text.clean(line, 300)
     passed = result.tests_count("passed")
     tail = f"; {passed} of {len(result.tests)} tests had passed" if result.tests else ""
@@ -482,6 +501,14 @@ def _unverified_line(check: Recheck) -> str:
     earned = {"award": "awarded as the tests claim", "zero": "no points",
               "review": f"{check.withheld:g} points held for review"}.get(check.policy, "")
     return f"correctness unverified ({earned}): {check.detail}"
+
+
+def _partly_line(check: Recheck, tests: int) -> str:
+    earned = {"award": "awarded as the tests claim", "zero": "no points for them",
+              "review": f"{check.withheld:g} points held for review"}.get(check.policy, "")
+    names = ", ".join(check.unverified)
+    called = f"one of {names}" if len(check.unverified) > 1 else names
+    return f"correctness partly verified: {tests} passing test(s) call {called}, which no fresh-input case checks ({earned})"
 
 
 def not_run(item: catalog.Item, status: Status, message: str, config: GradeConfig) -> ItemResult:

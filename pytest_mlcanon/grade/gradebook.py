@@ -29,6 +29,9 @@ class GradedTest:
     points: float = 0.0
     max_points: float = 0.0
     contract: bool = False  # an input-validation check: no points unless the rubric's contract = "required"
+    #: the test calls a public name of the item that no re-check case verified: its points rest on the
+    #: child's word, so they are paid by the teacher's ``[recheck] unverified`` policy
+    unverified: bool = False
 
 
 @dataclass
@@ -40,7 +43,7 @@ class Recheck:
     cases: int = 0
     problems: list[str] = field(default_factory=list)
     unverified: list[str] = field(default_factory=list)  # public names no case verified
-    policy: str = ""  # for an unverified item: what its correctness earned (award, review, zero)
+    policy: str = ""  # for an unverified item, or a partly verified one's unverified tests: what they earn
     withheld: float = 0.0  # correctness points the tests claim, held for the teacher's review
     numerics: list[str] = field(default_factory=list)  # differences on the probes' cases: Numerics evidence
 

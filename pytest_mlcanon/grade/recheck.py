@@ -205,6 +205,11 @@ class Recorder:
         self._current = ""  # the item of the running test
         self._probe = False  # whether the running test is a numerics probe
         self._called: set[tuple[str, str]] = set()  # (item, name) its own tests call
+        self._test = ""  # the running test's node id
+        #: item -> test node id -> the item's public names the test calls itself (a call inside another
+        #: recorded call is the outer call's business): a test reaching a name no case verifies pays
+        #: on the child's word only, so the parent holds its points by the teacher's policy
+        self.reaches: dict[str, dict[str, list[str]]] = {item.slug: {} for item in items}
 
     # -- hooks -------------------------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
@@ -223,16 +228,20 @@ class Recorder:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         slug = dict(item.user_properties).get(ITEM_PROPERTY)
         self._current = slug if isinstance(slug, str) else ""
+        self._test = item.nodeid
         self._probe = item.get_closest_marker("numerics_probe") is not None
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
-        self._current = ""
+        self._current = self._test = ""
         self._probe = False
 
     def _owner(self, slugs: tuple[str, ...], name: str) -> str:
         """The item a call is recorded for: the running test's, when it is one of the module's items."""
         if self._current in slugs:
             self._called.add((self._current, name))
+            reached = self.reaches.setdefault(self._current, {}).setdefault(self._test, [])
+            if name not in reached:
+                reached.append(name)
             return self._current
         return slugs[0]
 

@@ -10,8 +10,8 @@ items); the table is the documentation, and the list a teacher reads before choo
     python -m pytest_mlcanon.grade.verification           # print the document from the table
 
 An item is *verified* when every public name is, *partly verified* when some are (its correctness
-points need the verified part to pass; the rest is the tests' word), *unverified* when none is (the
-teacher's policy decides what it earns).
+points need the verified part to pass, and a test calling an unverified name earns what the teacher's
+policy says), *unverified* when none is (the policy decides what it earns).
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ def render(table: dict[str, dict[str, str]] | None = None) -> str:
         "nothing: the public calls' answers, learned by heart, would pass it.",
         "",
         f"{counts['verified']} items verified, {counts['partly verified']} partly verified, "
-        f"{counts['unverified']} unverified. An unverified item's correctness earns what the teacher's "
+        f"{counts['unverified']} unverified. An unverified item's correctness, and on a partly verified item "
+        "each test that calls a name of the last column itself, earns what the teacher's "
         "`[recheck] unverified` says (`award`, `review` (default: held for review), `zero`).",
         "",
         "| # | item | correctness | verified | not verified (why) |",

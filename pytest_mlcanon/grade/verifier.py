@@ -48,6 +48,7 @@ class Calibration:
     probes: dict[str, list[str]] = field(default_factory=dict)
     contract: dict[str, list[str]] = field(default_factory=dict)
     coverage: dict[str, dict[str, str]] = field(default_factory=dict)  # slug -> public name -> what covers it
+    reaches: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # slug -> test -> public names it calls
     cpu_s: float = 0.0
 
 
@@ -157,6 +158,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     times = os.times()
     return {"nodeids": recorder.nodeids, "probes": recorder.probes, "contract": recorder.contract,
             "failed": recorder.failed, "skipped": recorder.skipped, "cases": cases, "coverage": recorder.coverage(cases),
+            "reaches": recorder.reaches,
             "log": f"reference run exit status {int(status)}\n{sink.getvalue()[-4000:]}",
             "cpu_s": round(times.user + times.system, 3)}
 

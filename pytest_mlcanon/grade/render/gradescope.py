@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult, StudentResult
+from pytest_mlcanon.grade.gradebook import Gradebook, GradedTest, ItemResult, StudentResult
 from pytest_mlcanon.grade.redact import student_text
 from pytest_mlcanon.rubric import rules
 from pytest_mlcanon.rubric.model import AXES, AXIS_TITLES
@@ -154,7 +154,7 @@ def _verdict(item: ItemResult, view: _View) -> str:
     return f"{item.outcome or item.status}{held}"
 
 
-def _no_credit(item: ItemResult, view: _View) -> str:
+def _no_credit(item: ItemResult, view: _View, test: GradedTest) -> str:
     """Why a check that passed earned none of its points, in the student's terms."""
     if item.flagged and view.on_flag == "zero":
         if view.flags_shown:
@@ -167,10 +167,11 @@ def _no_credit(item: ItemResult, view: _View) -> str:
     if check.status == "not run":
         return ("earns no points: the seeded re-check (your functions run again on fresh inputs) did not finish, "
                 f"so no test's correctness points count (see #{item.number} seeded re-check)")
-    if check.status == "unverified":
+    if check.status == "unverified" or test.unverified:
+        what = "what this test calls" if check.status == "passed" else "this item's correctness"
         if check.policy == "review":
-            return f"its points are {HELD}: the grader could not check this item's correctness on fresh inputs"
-        return "earns no points: the grader cannot check this item's correctness on fresh inputs"
+            return f"its points are {HELD}: the grader could not check {what} on fresh inputs"
+        return f"earns no points: the grader cannot check {what} on fresh inputs"
     return f"earns no points: {item.status}"
 
 
@@ -195,7 +196,7 @@ def _entries(item: ItemResult, view: _View) -> list[_Entry]:
         ok = t.outcome in ("passed", "skipped")
         said = f"{t.outcome}: {t.message}" if t.message else t.outcome
         if ok and t.points < t.max_points:
-            said = f"{said}; {_no_credit(item, view)}"
+            said = f"{said}; {_no_credit(item, view, t)}"
         entries.append(_Entry(f"{label} test {t.name}", t.points, t.max_points, ok, text(said), visibility))
     for axis in AXES[1:]:
         findings = [f.render() for f in item.findings if _axis_of(f.code) == axis]
@@ -203,7 +204,7 @@ def _entries(item: ItemResult, view: _View) -> list[_Entry]:
         points, maximum = item.axis_points.get(axis, 0.0), item.axis_max.get(axis, 0.0)
         said = "\n".join(findings) or "no findings"
         if passed and points < maximum:
-            said = f"{said}; {_no_credit(item, view)}"
+            said = f"{said}; {_no_credit(item, view, t)}"
         entries.append(_Entry(f"{label} {AXIS_TITLES[axis]}", points, maximum, passed, text(said), visibility))
     check = item.recheck
     entries.append(_Entry(f"{label} seeded re-check", 0.0, 0.0, check.status == "passed",
