@@ -27,6 +27,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 SEARCH_SPAN = 20_000
@@ -153,29 +154,26 @@ def _uids_in_use() -> set[int]:
 def processes_of(uid: int) -> list[int]:
     """Pids owned by ``uid`` still running (``_running``): one ``stat`` per process, the state read
     only for the user's own."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{entry}").st_uid != uid:
-                continue
-            if _running(entry, _stat_fields(entry)):
-                found.append(int(entry))
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
+    return _running_where(lambda pid: os.stat(f"/proc/{pid}").st_uid == uid, lambda fields: True)
 
 
 def group_members(pgid: int) -> list[int]:
     """Pids of process group ``pgid`` still running (``_running``)."""
+    return _running_where(lambda pid: True, lambda fields: fields[2] == str(pgid))  # state, ppid, pgrp, ...
+
+
+def _running_where(owned: Callable[[str], bool], matches: Callable[[list[str]], bool]) -> list[int]:
+    """Pids of ``/proc`` that pass ``owned`` (on the pid, checked first: cheap) and ``matches`` (on the
+    fields of its ``stat``) and are still running; a process that ends while it is read is skipped."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            fields = _stat_fields(entry)  # state, ppid, pgrp, ...
-            if fields[2] == str(pgid) and _running(entry, fields):
+            if not owned(entry):
+                continue
+            fields = _stat_fields(entry)
+            if matches(fields) and _running(entry, fields):
                 found.append(int(entry))
         except (OSError, IndexError, ValueError):
             continue
