@@ -751,6 +751,24 @@ def test_a_model_the_call_leaves_as_it_came_is_no_answer_to_tell_draws_apart() -
     assert all(recheck.ANSWER not in c for found in cases.values() for c in found)
 
 
+def test_a_hyperparameter_of_another_size_is_a_case_of_its_own_after_the_kinds() -> None:
+    """``soft_update(tau=0.5)`` after ``tau=0.25`` was the same kind and never re-checked, so code honest at
+    a quarter and wrong at a half needed only its test's outcome forged. Scalars of another sign or power
+    of two are a second tier: cases after every kind of the function, as the item's cap allows."""
+    from canon_refs.rl import dqn
+
+    item = catalog.get("rl/dqn")
+    recorder = recheck.Recorder((item,))
+    for tau in (0.25, 0.3, 0.5, 0.5):
+        recorder._keep_call(item.slug, "rl/dqn", "soft_update", dqn.soft_update,  # noqa: SLF001
+                            (torch.nn.Linear(3, 2), torch.nn.Linear(3, 2), tau), {})
+    assert [c.args[2] for c in recorder.calls] == [0.25] and [c.args[2] for c in recorder.later] == [0.5]
+    assert recheck.kind((0.25,)) == recheck.kind((0.5,)) and recheck.kind((0.25,), sizes=True) != recheck.kind(
+        (0.5,), sizes=True) and recheck.kind((0.25,), sizes=True) == recheck.kind((0.3,), sizes=True)
+    cases = recorder.cases(20240607)[item.slug]
+    assert len(cases) == 2 and 0.45 < values.decode(cases[1]["steps"][-1]["args"]["items"][2]) < 0.55, cases
+
+
 def test_a_numerics_probes_call_is_a_kind_of_its_own() -> None:
     from canon_refs.posttrain import dpo
 

@@ -49,6 +49,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import math
 import random
 import sys
 from collections.abc import Callable
@@ -195,6 +196,10 @@ class Recorder:
         self.skipped: dict[str, list[str]] = {item.slug: [] for item in items}
         self.publics: dict[str, list[str]] = {item.slug: [] for item in items}
         self.calls: list[Call] = []
+        #: calls of a kind already kept but with scalar values of another size (``soft_update(tau=0.5)``
+        #: after ``tau=0.25``): cases too, after every function's first ``calls``, as the item's cap allows
+        self.later: list[Call] = []
+        self._sized: dict[tuple[str, str], set[str]] = {}  # (item, name) -> the kept calls' kinds with sizes
         self.scripts: dict[int, Script] = {}
         self._keys: dict[tuple[str, str], set[str]] = {}
         self._originals: list[tuple[Any, str, Any]] = []
@@ -383,7 +388,8 @@ class Recorder:
     def _keep_call(self, slug: str, module_path: str, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> None:
         seen = self._keys.setdefault((slug, name), set())
-        if len(seen) >= PER_FUNCTION or (slug, name) in UNDEFINED:
+        sized = self._sized.setdefault((slug, name), set())
+        if (len(seen) >= PER_FUNCTION and len(sized) >= 2 * PER_FUNCTION) or (slug, name) in UNDEFINED:
             return
         if (slug, name) not in SHORTEN and _takes_randomness(fn, args, kwargs):
             self._why.setdefault((slug, name), "takes a seed or a random generator")
@@ -397,12 +403,17 @@ class Recorder:
         except NotData as exc:
             self._why.setdefault((slug, name), str(exc) or "takes arguments the re-check cannot carry")
             return
-        key = ("probe:" if self._probe else "") + kind(captured) + (
-            f"<-{producer[0].name}{kind(before)}" if producer and before else "")
-        if key not in seen:
+        prefix, tail = "probe:" if self._probe else "", f"<-{producer[0].name}{kind(before)}" if producer and before else ""
+        key, with_sizes = prefix + kind(captured) + tail, prefix + kind(captured, sizes=True) + tail
+        first = Call(slug, module_path, producer[0].name, producer[0].fn, *before) if producer and before else None
+        call = Call(slug, module_path, name, fn, *captured, after=first, probe=self._probe)
+        if key not in seen and len(seen) < PER_FUNCTION:
             seen.add(key)
-            first = Call(slug, module_path, producer[0].name, producer[0].fn, *before) if producer and before else None
-            self.calls.append(Call(slug, module_path, name, fn, *captured, after=first, probe=self._probe))
+            sized.add(with_sizes)
+            self.calls.append(call)
+        elif with_sizes not in sized and len(sized) < 2 * PER_FUNCTION:
+            sized.add(with_sizes)
+            self.later.append(call)
 
     def _producer(self, module_path: str, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> tuple[Call, int | None, str] | None:
@@ -511,7 +522,7 @@ class Recorder:
         import numpy as np
 
         candidates: dict[str, list[tuple[str, Callable[[Any], dict[str, Any] | None]]]] = {s: [] for s in self.items}
-        for call in self.calls:
+        for call in [*self.calls, *self.later]:  # a function's own kinds first, then its other sizes of scalar
             candidates[call.slug].append((call.name, functools.partial(self._call_case, call)))
         for script in _distinct_scripts(self.scripts.values()):
             if (script.slug, script.cls) not in UNDEFINED:
@@ -631,10 +642,20 @@ def _takes_randomness(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
 MODE_CHARS = 24
 
 
-def kind(value: Any) -> str:
+def kind(value: Any, *, sizes: bool = False) -> str:
     """The kind of a captured value: types, ranks and dtypes, not sizes or values; but a flag's value and an
     option's (a bool, a short string with no space) are kinds of their own: each is a branch of the code
-    (``sigmoid_focal_loss(reduction="sum")`` once went unchecked because ``reduction="none"`` came first)."""
+    (``sigmoid_focal_loss(reduction="sum")`` once went unchecked because ``reduction="none"`` came first).
+
+    With ``sizes``, a Python float also says its sign and power of two (``tau=0.25`` and ``tau=0.5``
+    differ): the second tier of calls, so code honest at one size of a hyperparameter and wrong at
+    another the tests use meets a case of both."""
+    if sizes and type(value) is float:
+        return f"float{_size(value)}"
+    if sizes and isinstance(value, (tuple, list, dict)):
+        parts = value.items() if isinstance(value, dict) else enumerate(value)
+        inner = ",".join(f"{k}:{kind(v, sizes=True)}" for k, v in (sorted(parts) if isinstance(value, dict) else parts))
+        return f"{kind(value)}<{inner}>"
     shape = getattr(value, "shape", None)
     if shape is not None and hasattr(value, "dtype"):
         return f"{type(value).__name__[0]}{len(shape)}{str(value.dtype).removeprefix('torch.')}"
@@ -652,6 +673,13 @@ def kind(value: Any) -> str:
             c.isspace() for c in value)):
         return f"{type(value).__name__}={value}"
     return type(value).__name__
+
+
+def _size(number: float) -> str:
+    """``+e-2`` for 0.25, ``-e3`` for -8.0, ``0`` for zero, ``nan``/``inf`` for the rest."""
+    if number == 0 or not math.isfinite(number):
+        return "0" if number == 0 else ("nan" if math.isnan(number) else "inf")
+    return f"{'-' if number < 0 else '+'}e{math.frexp(abs(number))[1] - 1}"
 
 
 def _distinct_scripts(scripts: Any) -> list[Script]:
