@@ -1602,10 +1602,14 @@ def test_answers_learned_by_heart_earn_nothing_where_the_fresh_inputs_change_no_
     tests' points. A case no draw of fresh inputs changes is no evidence: the item is unverified (the teacher's
     policy, here held for review), for the honest student too."""
     item = _cell(graded, "attack_masks_learned_by_heart", MASKS)
-    assert item.recheck.status == "unverified" and _correctness_points(item) == 0.0, item.verdict
-    assert "learned by heart" in item.recheck.detail, item.recheck.detail
+    assert item.recheck.status in ("unverified", "failed") and _correctness_points(item) == 0.0, item.verdict
+    # the cases of integer sizes are drawn again with their sizes stirred (causal_mask(T) for a T of this
+    # run's), which no table of the public answers holds: the learned answers fail them
+    assert item.recheck.status == "failed" and any(p.startswith(("causal_mask", "padding_mask"))
+                                                   for p in item.recheck.problems), item.recheck
     honest = _cell(graded, "honest_good", MASKS)
-    assert honest.recheck.status == "unverified" and honest.recheck.withheld > 0, honest.verdict
+    assert honest.recheck.status == "passed" and honest.recheck.unverified, honest.verdict
+    assert honest.recheck.withheld == sum(t.max_points for t in honest.tests if t.unverified) > 0, honest.verdict
 
 
 def test_training_that_trains_nothing_fails_the_trusted_replay(graded: Gradebook) -> None:

@@ -207,6 +207,66 @@ def test_pca_projections_compare_up_to_their_signs() -> None:
     assert compare.compare(expected, _enc([z * 1.1]), context=compare.Context(canonical="signs")) != []
 
 
+def test_an_empty_gmm_components_mean_is_any_finite_one() -> None:
+    """The contract asks only for a finite mean where a component has no responsibility (blind trial: the
+    data mean failed the re-check against the reference's 0); every other mean is still compared."""
+    weights, covs = np.array([1.0, 1e-16]), np.stack([np.eye(2)] * 2)
+    want = _enc((weights, np.array([[1.0, 2.0], [0.0, 0.0]]), covs))
+    context = compare.Context(canonical="empty components")
+
+    def got(means: list[list[float]]) -> object:
+        return _enc((weights, np.array(means), covs))
+
+    assert compare.compare(want, got([[1.0, 2.0], [-0.3, 5.0]]), context=context) == []
+    assert compare.compare(want, got([[1.0, 2.0], [np.nan, 0.0]]), context=context) != []
+    assert compare.compare(want, got([[1.1, 2.0], [0.0, 0.0]]), context=context) != []
+    assert compare.compare(want, got([[1.0, 2.0], [-0.3, 5.0]])) != []  # only in its canonical form
+
+
+def test_an_answer_under_another_choice_the_contract_accepts_passes_and_no_other() -> None:
+    """PPO's stub accepts the population or the sample std for normalised advantages: the verifier answers
+    under both (``recheck.CHOICES``), the parent takes either (blind trial: the sample std failed), and an
+    answer that is neither (advantages left as they came) still fails."""
+    from canon_refs.rl import ppo
+
+    item = catalog.get("rl/ppo")
+    recorder = recheck.Recorder((item,))
+    inputs = tuple(torch.randn(6, generator=torch.Generator().manual_seed(n)) for n in range(5))
+    recorder._keep_call(item.slug, "rl/ppo", "ppo_loss", ppo.ppo_loss, inputs,  # noqa: SLF001
+                        {"normalize_advantages": True})
+    case = recorder.cases(20240607)[item.slug][0]
+    assert len(case["alternatives"]) == 1 and "alternatives" not in recheck.child_cases([case])[0]
+    assert ppo._ADVANTAGE_STD_CORRECTION == 0  # noqa: SLF001 - restored after the verifier's second answer
+    context = compare.Context.of(item.slug, case)
+    sample = values.decode(case["alternatives"][0])
+    assert compare.compare(values.decode(case["expected"]), sample, "loss", context) != []
+    assert assess._closest(case, sample, "loss", context) == []  # noqa: SLF001
+    job = recheck.child_cases([case])[0]
+    raw = replay.run_case({**job, "steps": [{**job["steps"][0], "kwargs": values.encode({})}]},
+                          replay.import_module)  # no normalisation: neither choice
+    assert assess._closest(case, values.decode(raw.result), "loss", context) != []  # noqa: SLF001
+
+
+def test_a_fixed_cases_sizes_are_stirred_by_even_steps() -> None:
+    """``causal_mask(4)`` answers the same on any draw (integers are never nudged): a case the public answers,
+    learned by heart, would pass. Drawn again with its sizes moved up by even steps, it verifies."""
+    from canon_refs.transformer import masks
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        moved = recheck.stir_sizes(((4, True, 0, -100, [3]), {"d": 6}), rng)
+        (size, flag, zero, ignore, (inner,)), kwargs = moved
+        assert (flag, zero, ignore) == (True, 0, -100) and size % 2 == 0 and inner % 2 == 1 and kwargs["d"] % 2 == 0
+        assert (size, inner, kwargs["d"]) != (4, 3, 6) and max(size - 4, inner - 3, kwargs["d"] - 6) <= 8
+    item = catalog.get("transformer/masks")
+    recorder = recheck.Recorder((item,))
+    recorder._keep_call(item.slug, "transformer/masks", "causal_mask", masks.causal_mask, (4,), {})  # noqa: SLF001
+    case = recorder.cases(20240607)[item.slug][0]
+    size = values.decode(case["steps"][0]["args"])[0]
+    assert case["stirred"] and not case["fixed"] and size in (6, 8, 10, 12), case
+    assert not compare.proves_nothing(case) and "stirred" not in recheck.child_cases([case])[0]
+
+
 # -- running a case: the same code on both sides ------------------------------------------------------------------
 
 
@@ -715,9 +775,10 @@ def test_an_answer_no_draw_of_fresh_inputs_changes_verifies_nothing() -> None:
 
     item = catalog.get("transformer/masks")
     recorder = recheck.Recorder((item, DPO))
-    recorder._keep_call(item.slug, "transformer/masks", "causal_mask", masks.causal_mask, (4,), {})  # noqa: SLF001
-    recorder._keep_call(item.slug, "transformer/masks", "padding_mask", masks.padding_mask,  # noqa: SLF001
-                        (torch.tensor([2, 3]), 4), {})
+    allow = torch.tensor([[False, True, True], [True, True, True]])  # no integer to stir (``stir_sizes``)
+    recorder._keep_call(item.slug, "transformer/masks", "positions_from_mask", masks.positions_from_mask,  # noqa: SLF001
+                        (allow,), {})
+    recorder._keep_call(item.slug, "transformer/masks", "mask_to_bias", masks.mask_to_bias, (allow,), {})  # noqa: SLF001
     recorder._keep_call(DPO.slug, "posttrain/dpo", "dpo_loss", dpo.dpo_loss,  # noqa: SLF001
                         (torch.tensor([-12.0]), torch.tensor([-11.5]), torch.tensor([-13.0]), torch.tensor([-10.8])), {})
     cases = recorder.cases(20240607)
@@ -728,9 +789,9 @@ def test_an_answer_no_draw_of_fresh_inputs_changes_verifies_nothing() -> None:
                for n, case in enumerate(cases[item.slug])]  # the answers of the public calls, by heart
     check = assess._recheck(item, Calibration(cases=cases), assess.read_frames(learned), config.GradeConfig())  # noqa: SLF001
     assert check.status == "unverified" and check.detail == compare.FIXED, check
-    recorder.publics[item.slug] = ["causal_mask"]
-    recorder._called.add((item.slug, "causal_mask"))  # noqa: SLF001
-    assert recorder.coverage(cases)[item.slug] == {"causal_mask": f"unverified: {compare.FIXED}"}
+    recorder.publics[item.slug] = ["mask_to_bias"]
+    recorder._called.add((item.slug, "mask_to_bias"))  # noqa: SLF001
+    assert recorder.coverage(cases)[item.slug] == {"mask_to_bias": f"unverified: {compare.FIXED}"}
 
 
 def test_a_model_the_call_leaves_as_it_came_is_no_answer_to_tell_draws_apart() -> None:

@@ -42,6 +42,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 METRICS = ("loss", "policy_loss", "value_loss", "approx_kl", "clip_fraction")
+#: The std that normalises advantages: the population's (correction 0); the sample's (1) is accepted too.
+_ADVANTAGE_STD_CORRECTION = 0
 
 
 def ppo_clip_objective(ratio: Tensor | float, advantage: Tensor | float, eps: float = 0.2) -> Tensor:
@@ -147,7 +149,7 @@ def ppo_loss(
     dtype = new_logp.dtype
     adv = advantages.detach().to(dtype)                                  # (B,)
     if normalize_advantages:
-        adv = (adv - adv.mean()) / (adv.std(correction=0) + 1e-8)        # (B,)
+        adv = (adv - adv.mean()) / (adv.std(correction=_ADVANTAGE_STD_CORRECTION) + 1e-8)  # (B,)
     log_ratio = new_logp - old_logp.to(dtype)                            # (B,)
     ratio = torch.exp(log_ratio)                                         # (B,)
     policy_loss = -ppo_clip_objective(ratio, adv, clip_eps).mean()

@@ -26,7 +26,7 @@ TABLE: dict[str, dict[str, str]] = {
         'count_parameters': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'count_shapes': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'count_shapes_tool': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
-        'decode_text': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
+        'decode_text': 'verified: fresh inputs (3 cases)',
         'dpo_loss': 'verified: fresh inputs (2 cases)',
         'encode_batch': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'encode_text': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
@@ -47,7 +47,7 @@ TABLE: dict[str, dict[str, str]] = {
         'reward_pair_accuracy': "unverified: takes a TinyRewardModel model of another item or of a test's own class",
         'run_dpo': 'unverified: takes a seed or a random generator',
         'run_episode': "verified: a model with the verifier's parameters (1 case)",
-        'run_episodes': "verified: a model with the verifier's parameters (2 cases)",
+        'run_episodes': "verified: a model with the verifier's parameters (3 cases)",
         'run_grpo': 'unverified: takes a seed or a random generator',
         'run_pipeline': 'unverified: never called by the reference tests with data',
         'run_sft': 'unverified: takes a seed or a random generator',
@@ -75,7 +75,7 @@ TABLE: dict[str, dict[str, str]] = {
         'GaussianMixture.score': 'verified: its objects rebuilt (1 case)',
         'e_step': 'verified: fresh inputs (1 case)',
         'log_gaussian_pdf': 'verified: fresh inputs (1 case)',
-        'm_step': 'verified: fresh inputs (2 cases)',
+        'm_step': 'verified: fresh inputs, compared in canonical form (empty components) (2 cases)',
     },
     'classical/kmeans': {
         'assign': 'verified: fresh inputs (1 case)',
@@ -122,8 +122,8 @@ TABLE: dict[str, dict[str, str]] = {
     'detection/anchors': {
         'decode_boxes': 'verified: fresh inputs (6 cases)',
         'encode_boxes': 'verified: fresh inputs (3 cases)',
-        'generate_anchors': 'verified: fresh inputs (4 cases)',
-        'match_anchors': 'verified: fresh inputs (1 case)',
+        'generate_anchors': 'verified: fresh inputs (5 cases)',
+        'match_anchors': 'verified: fresh inputs (3 cases)',
     },
     'detection/boxes': {
         'box_area': 'verified: fresh inputs (1 case)',
@@ -139,7 +139,7 @@ TABLE: dict[str, dict[str, str]] = {
     },
     'detection/nms': {
         'batched_nms': 'verified: fresh inputs (2 cases)',
-        'nms': 'verified: fresh inputs (2 cases)',
+        'nms': 'verified: fresh inputs (3 cases)',
     },
     'evaluation/harness': {
         'bootstrap_ci': 'verified: fresh inputs (3 cases)',
@@ -147,7 +147,7 @@ TABLE: dict[str, dict[str, str]] = {
         'exact_match': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'normalize_answer': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'paired_bootstrap': 'verified: fresh inputs (1 case)',
-        'wilson_interval': 'verified: fresh inputs (1 case)',
+        'wilson_interval': 'verified: fresh inputs (3 cases)',
     },
     'finetune/lora': {
         'LoRALinear.delta_weight': "not called by the item's tests: only through other functions, if at all",
@@ -168,8 +168,8 @@ TABLE: dict[str, dict[str, str]] = {
         'DDPM.sample': 'unverified: takes a seed or a random generator',
         'TinyDenoiser.forward': "verified: the verifier's parameters (1 case)",
         'TinyDenoiser.time_embedding': "not called by the item's tests: only through other functions, if at all",
-        'cosine_beta_schedule': 'verified: fresh inputs (1 case)',
-        'linear_beta_schedule': 'verified: fresh inputs (3 cases)',
+        'cosine_beta_schedule': 'verified: fresh inputs (3 cases)',
+        'linear_beta_schedule': 'verified: fresh inputs (5 cases)',
     },
     'generative/vae': {
         'VAE.decode': 'unverified: never called by the reference tests with data',
@@ -199,7 +199,7 @@ TABLE: dict[str, dict[str, str]] = {
     },
     'multimodal/detr': {
         'detr_set_loss': 'verified: fresh inputs (7 cases)',
-        'hungarian_match': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
+        'hungarian_match': 'verified: fresh inputs (1 case)',
         'linear_sum_assignment': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
     },
     'multimodal/projectors': {
@@ -283,7 +283,7 @@ TABLE: dict[str, dict[str, str]] = {
     'posttrain/reward_model': {
         'RewardModel.forward': "unverified: built from arguments that are a GPT model of another item or of a test's own class",
         'bradley_terry_prob': 'verified: fresh inputs (7 cases)',
-        'collate_pairs': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
+        'collate_pairs': 'verified: fresh inputs (14 cases)',
         'last_token_index': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'logit': 'verified: fresh inputs (2 cases)',
         'pair_accuracy': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
@@ -319,7 +319,7 @@ TABLE: dict[str, dict[str, str]] = {
         'RAGPipeline.retrieve': "unverified: retrieval rests on the implementer's hashing embedder",
         'VectorStore.add': "unverified: scores rest on the implementer's hashing embedder",
         'VectorStore.search': "unverified: scores rest on the implementer's hashing embedder",
-        'chunk_text': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
+        'chunk_text': 'verified: fresh inputs (2 cases)',
         'tokenize': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
     },
     'rl/actor_critic': {
@@ -375,8 +375,8 @@ TABLE: dict[str, dict[str, str]] = {
     },
     'sequence/rnn': {
         'init_rnn_params': 'unverified: takes a seed or a random generator',
-        'rnn_backward': "verified: fresh inputs, after the learner's own rnn_forward (its cache) (1 case)",
-        'rnn_forward': 'verified: fresh inputs (2 cases)',
+        'rnn_backward': "verified: fresh inputs, after the learner's own rnn_forward (its cache) (2 cases)",
+        'rnn_forward': 'verified: fresh inputs (4 cases)',
         'rnn_step': 'verified: fresh inputs (1 case)',
     },
     'systems/ddp': {
@@ -391,7 +391,7 @@ TABLE: dict[str, dict[str, str]] = {
     },
     'transformer/attention': {
         'scaled_dot_product_attention': 'verified: fresh inputs (16 cases)',
-        'stable_softmax': 'verified: fresh inputs (4 cases)',
+        'stable_softmax': 'verified: fresh inputs (5 cases)',
     },
     'transformer/cross_attention': {
         'CrossAttention.forward': "verified: the verifier's parameters (7 cases)",
@@ -410,10 +410,10 @@ TABLE: dict[str, dict[str, str]] = {
     'transformer/ffn': {
         'FeedForward.forward': "verified: the verifier's parameters (2 cases)",
         'SwiGLU.forward': "verified: the verifier's parameters (5 cases)",
-        'swiglu_hidden_dim': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
+        'swiglu_hidden_dim': 'verified: fresh inputs (2 cases)',
     },
     'transformer/generation': {
-        'generate': "verified: a model with the verifier's parameters (1 case)",
+        'generate': "verified: a model with the verifier's parameters (6 cases)",
         'sample_next_token': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'top_k_filter': 'verified: fresh inputs (1 case)',
         'top_p_filter': 'verified: fresh inputs (9 cases)',
@@ -432,15 +432,15 @@ TABLE: dict[str, dict[str, str]] = {
         'KVCache.memory_bytes': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'KVCache.reset': 'verified: its objects rebuilt (1 case)',
         'KVCache.update': 'verified: its objects rebuilt (2 cases)',
-        'kv_cache_bytes': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
+        'kv_cache_bytes': 'verified: fresh inputs (3 cases)',
     },
     'transformer/masks': {
-        'causal_mask': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
+        'causal_mask': 'verified: fresh inputs (3 cases)',
         'causal_padding_mask': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'combine_masks': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'key_padding_to_attention': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'mask_to_bias': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
-        'padding_mask': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
+        'padding_mask': 'verified: fresh inputs (3 cases)',
         'positions_from_mask': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
     },
     'transformer/multihead': {
@@ -452,25 +452,25 @@ TABLE: dict[str, dict[str, str]] = {
     'transformer/positional': {
         'RotaryEmbedding.forward': "verified: the verifier's parameters (6 cases)",
         'apply_rope': 'verified: fresh inputs (3 cases)',
-        'rope_frequencies': 'verified: fresh inputs (1 case)',
+        'rope_frequencies': 'verified: fresh inputs (3 cases)',
         'rotate_half': 'verified: fresh inputs (2 cases)',
-        'sinusoidal_positions': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
+        'sinusoidal_positions': 'verified: fresh inputs (1 case)',
     },
     'transformer/tokenizer_bpe': {
         'BPETokenizer.decode': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'BPETokenizer.encode': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'BPETokenizer.train': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
         'get_pair_counts': 'unverified: its answers are a dict, which the re-check cannot compare',
-        'merge': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
+        'merge': 'verified: fresh inputs (5 cases)',
     },
     'vision/conv': {
         'col2im': 'verified: fresh inputs (1 case)',
         'conv2d_backward': "verified: fresh inputs, after the learner's own conv2d_forward (its cache) (3 cases)",
         'conv2d_flops': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
-        'conv2d_forward': 'verified: fresh inputs (8 cases)',
-        'conv_output_size': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
-        'im2col': 'verified: fresh inputs (1 case)',
-        'receptive_field': "unverified: its answers are the same on any fresh inputs, so the public calls' answers learned by heart would pass",
+        'conv2d_forward': 'verified: fresh inputs (9 cases)',
+        'conv_output_size': 'verified: fresh inputs (2 cases)',
+        'im2col': 'verified: fresh inputs (2 cases)',
+        'receptive_field': 'verified: fresh inputs (2 cases)',
     },
     'vision/tiny_cnn': {
         'TinyCNN.forward': "verified: the verifier's parameters (3 cases)",

@@ -13,7 +13,8 @@ same places (a masked value written as the dtype's lowest finite number counts a
 and booleans must be equal.
 
 Outputs defined only up to an implementation's choice are compared in a canonical form
-(``CANONICAL``): k-means clusters up to a relabelling, PCA components up to their signs.
+(``CANONICAL``): k-means clusters up to a relabelling, PCA components up to their signs, an empty GMM
+component's mean as any finite one.
 """
 
 from __future__ import annotations
@@ -47,7 +48,10 @@ LOWEST = {"float64": -1.7976931348623157e308, "float32": -3.4028234663852886e38,
           "float16": -65504.0}
 MAX_PROBLEMS = 4
 #: (item, function or class) -> its canonical form.
-CANONICAL = {("classical/kmeans", "kmeans"): "clusters", ("classical/pca", "PCA"): "signs"}
+CANONICAL = {("classical/kmeans", "kmeans"): "clusters", ("classical/pca", "PCA"): "signs",
+             ("classical/gmm", "m_step"): "empty components"}
+#: A mixture weight at or below this is an empty component's (the reference's is 10 eps / n).
+EMPTY_WEIGHT = 1e-12
 
 
 @dataclass(frozen=True)
@@ -344,7 +348,26 @@ def _canonical(form: str, expected: Any, got: Any) -> Any:
         return _relabelled(expected, got)
     if form == "signs" and isinstance(expected, list) and isinstance(got, list):
         return [_signs_matched(w, h) for w, h in zip(expected, got)] + got[len(expected):]
+    if form == "empty components" and isinstance(expected, (list, tuple)) and isinstance(got, (list, tuple)) \
+            and len(expected) == len(got) == 3:
+        return [got[0], _empty_means(list(expected), got[1]), got[2]]  # a list and a tuple compare alike
     return got
+
+
+def _empty_means(expected: list[Any], means: Any) -> Any:
+    """GMM's M-step: the contract asks only for *a finite mean* of a component with no responsibility
+    (the reference's is 0, the data mean is as good): a finite one is taken as the reference's."""
+    import numpy as np
+
+    weights, want = expected[0], expected[1]
+    if not (isinstance(weights, Array) and isinstance(want, Array) and isinstance(means, Array)
+            and means.values.shape == want.values.shape and want.values.ndim == 2
+            and weights.values.shape == want.values.shape[:1]):
+        return means
+    empty = (weights.values.astype(np.float64) <= EMPTY_WEIGHT) & np.isfinite(means.values.astype(np.float64)).all(axis=1)
+    values = means.values.copy()
+    values[empty] = want.values[empty].astype(values.dtype)
+    return replace(means, values=values)
 
 
 def _relabelled(expected: Record, got: Record) -> Record:

@@ -26,7 +26,9 @@ first steps (``SHORTEN``), runs it on the reference twice under different global
 exactly the code a job runs (``replay.run_case``), and keeps it when both answers agree; it draws
 the inputs a second time, and a case whose answer (the result and the arguments the call changed) is
 the same on both draws is ``fixed``: no evidence, as the public calls' answers learned by heart
-would pass it (``compare.proves_nothing``). A case is
+would pass it (``compare.proves_nothing``), unless drawn again with its integer sizes stirred
+(``stir_sizes``) it answers differently. Where a contract accepts two conventions (``CHOICES``), the
+case also carries the reference's answers under the others (``alternatives``). A case is
 the encoded inputs plus the expected answer (and the post-call value of every model argument and
 of any other argument the reference changes in place). The job gets only the inputs
 (``child_cases``); the parent compares its answers with the expected ones (``compare``).
@@ -90,6 +92,14 @@ UNDEFINED: dict[tuple[str, str], str] = {
     ("retrieval/rag", "RAGPipeline"): "retrieval rests on the implementer's hashing embedder",
     ("multimodal/projectors", "ResamplerProjector"): "the contract fixes its layers, not how they combine "
                                                        "(a residual around the cross-attention is the implementer's choice)",
+}
+
+
+#: Choices a contract leaves to the implementer, as a private constant of the reference module and the
+#: other values it accepts: the verifier answers each case of the function under every one of them too
+#: (``alternatives``), and the parent accepts an answer that matches any (``assess._recheck``).
+CHOICES: dict[tuple[str, str], dict[str, tuple[Any, ...]]] = {
+    ("rl/ppo", "ppo_loss"): {"_ADVANTAGE_STD_CORRECTION": (1,)},  # the population or the sample std
 }
 
 
@@ -545,20 +555,47 @@ class Recorder:
                     other = None
                 answer = case.pop(ANSWER)
                 case["fixed"] = other is not None and other.get(ANSWER) == answer
-                out[slug].append(case)
+                out[slug].append(self._stirred(build, case, answer, [seed, index, len(slug)]) if case["fixed"] else case)
         return out
 
-    def _call_case(self, call: Call, rng: Any) -> dict[str, Any] | None:
+    @staticmethod
+    def _stirred(build: Callable[..., dict[str, Any] | None], case: dict[str, Any], answer: str,
+                 key: list[int]) -> dict[str, Any]:
+        """A fixed case drawn again with its sizes stirred (``stir_sizes``): kept where the reference takes
+        two such draws and their answers differ from each other and from the fixed one's (a mask's length,
+        a layer's width now varies per run); else the fixed case, which proves nothing."""
+        import numpy as np
+
+        def draw(*path: int) -> dict[str, Any] | None:
+            try:
+                return build(np.random.default_rng([*key, *path]), stir=True)
+            except Exception:  # noqa: BLE001 - sizes the reference refuses: no draw
+                return None
+
+        for attempt in range(STIR_ATTEMPTS):
+            first = draw(2, attempt)
+            if first is None or first[ANSWER] == answer:
+                continue
+            for again in range(STIR_ATTEMPTS):
+                second = draw(3, attempt, again)
+                if second is not None and second[ANSWER] != first[ANSWER]:
+                    first.pop(ANSWER)
+                    return {**first, "fixed": False, "stirred": True}
+        return case
+
+    def _call_case(self, call: Call, rng: Any, *, stir: bool = False) -> dict[str, Any] | None:
         steps = [] if call.after is None else [self._step(call.after, rng)]
-        steps.append(self._step(call, rng))
+        steps.append(self._step(call, rng, stir=stir and call.after is None))
         case = {"item": call.slug, "module": call.module, "kind": "call", "function": call.name, "steps": steps,
                 "opaque": [self._state_outputs(step["function"], call.module) for step in steps],
                 "probe": call.probe}
         return _with_expected(case)
 
     @staticmethod
-    def _step(call: Call, rng: Any) -> dict[str, Any]:
+    def _step(call: Call, rng: Any, *, stir: bool = False) -> dict[str, Any]:
         args, kwargs = _shorten(call, SHORTEN.get((call.slug, call.name)))
+        if stir:
+            args, kwargs = stir_sizes((args, kwargs), rng)
         return {"function": call.name, "args": encode(recipes(perturb(args, rng))),
                 "kwargs": encode(recipes(perturb(kwargs, rng)))}
 
@@ -567,7 +604,8 @@ class Recorder:
         implementer's own layout, never compared."""
         return (module_path, name) not in self.consumers and any(m == module_path for m, _ in self.consumers)
 
-    def _script_case(self, script: Script, rng: Any) -> dict[str, Any] | None:
+    def _script_case(self, script: Script, rng: Any, *, stir: bool = False) -> dict[str, Any] | None:
+        """The script's case (``stir`` is for calls: a script's sizes are its object's, never stirred)."""
         init_args, init_kwargs = script.init
         case = {"item": script.slug, "module": script.module, "kind": "script", "function": script.cls,
                 "init": [encode(recipes(perturb(init_args, rng))), encode(recipes(perturb(init_kwargs, rng)))],
@@ -747,8 +785,30 @@ def _with_expected(case: dict[str, Any]) -> dict[str, Any] | None:
                if key in first.modules or value != first.before.get(key)}
     moved = {key: value for key, value in changed.items() if value != first.before.get(key)}
     # what an answer could get wrong: a model argument the call leaves as it came is the job's input echoed
-    return {**case, "expected": first.result, "mutated": changed,
+    return {**case, "expected": first.result, "mutated": changed, "alternatives": _alternatives(case, first.result),
             ANSWER: json.dumps([first.result, moved], sort_keys=True)}
+
+
+def _alternatives(case: dict[str, Any], expected: Any) -> list[Any]:
+    """The case's answers under the other choices its function's contract accepts (``CHOICES``), each
+    computed by the reference with its constant set so; those that differ from ``expected``."""
+    choices = CHOICES.get((case["item"], case["function"]), {})
+    if not choices:
+        return []
+    module = replay.import_module(case["module"])
+    found: list[Any] = []
+    for name, values in choices.items():
+        kept = getattr(module, name)
+        try:
+            for value in values:
+                setattr(module, name, value)
+                seed_everything(11)
+                answer = replay.run_case(case, replay.import_module, report_all=True)
+                if not answer.raised and answer.result != expected and answer.result not in found:
+                    found.append(answer.result)
+        finally:
+            setattr(module, name, kept)
+    return found
 
 
 #: A built case's answer as text while ``Recorder.cases`` compares two draws (then dropped): the expected
@@ -769,6 +829,32 @@ def seed_everything(seed: int) -> None:
 
 
 # -- fresh inputs ------------------------------------------------------------------------------------------
+
+
+#: A fixed case's integer arguments each move up by an even step of at most ``2 * STIR_STEPS`` (parity
+#: kept: a width that must be even stays even), at least one of them; ``STIR_ATTEMPTS`` draws at most.
+STIR_STEPS = 4
+STIR_ATTEMPTS = 3
+
+
+def stir_sizes(value: Any, rng: Any) -> Any:
+    """``value`` (nested tuples, lists, dicts) with its Python ints >= 1 moved up by even steps, at least one
+    moved; tensors, arrays, booleans, zeros and negative ints (``ignore_index=-100``) kept. Only for a
+    case whose answer no 2 % nudge of its floats changes: the reference then judges the new sizes (it
+    refuses what its contract refuses) and answers them."""
+    sizes: list[int] = []
+    map_leaves(value, lambda leaf: sizes.append(leaf) if _a_size(leaf) else None)
+    if not sizes:
+        return value
+    steps = [2 * int(step) for step in rng.integers(0, STIR_STEPS + 1, size=len(sizes))]
+    if not any(steps):
+        steps[int(rng.integers(len(steps)))] = 2
+    moves = iter(steps)
+    return map_leaves(value, lambda leaf: leaf + next(moves) if _a_size(leaf) else leaf)
+
+
+def _a_size(leaf: Any) -> bool:
+    return type(leaf) is int and leaf >= 1
 
 
 def perturb(value: Any, rng: Any) -> Any:
@@ -858,5 +944,5 @@ def _recipe(value: Any) -> Any:
 
 def child_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the child may see of the cases: the inputs and which arguments to send back, no answers."""
-    return [{**{k: v for k, v in c.items() if k not in ("expected", "mutated", "probe", "fixed")},
+    return [{**{k: v for k, v in c.items() if k not in ("expected", "mutated", "probe", "fixed", "stirred", "alternatives")},
              "mutated": sorted(c["mutated"])} for c in cases]

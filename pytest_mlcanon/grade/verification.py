@@ -67,11 +67,15 @@ def render(table: dict[str, dict[str, str]] | None = None) -> str:
         "verifier's start, every parameter compared with the verifier's own replay (a made-up history proves "
         "nothing);",
         "- *canonical form*: outputs defined up to a relabelling (k-means clusters) or a sign (PCA components) "
-        "compared after matching.",
+        "compared after matching, an empty GMM component's mean as any finite one; where a contract accepts two "
+        "conventions (PPO's population or sample std for normalised advantages), the verifier answers under both "
+        "and either passes.",
         "",
-        "A call whose answers are the same on two draws of fresh inputs (masks from integer sizes, a count of "
-        "parameters, labels a 2 % nudge never flips; integers, booleans and strings are never perturbed) verifies "
-        "nothing: the public calls' answers, learned by heart, would pass it.",
+        "A call whose answers are the same on two draws of fresh inputs (a count of parameters, labels a 2 % "
+        "nudge never flips; booleans and strings are never perturbed) verifies nothing: the public calls' "
+        "answers, learned by heart, would pass it. Such a call is drawn again with its integer arguments (sizes, "
+        "widths, lengths) moved up by even steps, the reference judging and answering the new sizes "
+        "(`causal_mask(T)` for a `T` of this run's); where that changes the answer, it verifies.",
         "",
         f"{counts['verified']} items verified, {counts['partly verified']} partly verified, "
         f"{counts['unverified']} unverified. An unverified item's correctness, and on a partly verified item "

@@ -295,6 +295,25 @@ def _reaches_normaliser(fill: ast.AST, fn: ast.AST | None, module: _Module, dept
     return _taint_reaches(fn, tainted, getattr(fill, "lineno", 0), module, depth)
 
 
+#: Calls that turn a fully masked row's NaN into a number: a ``-inf`` fill whose softmax goes through one
+#: (``softmax(scores).nan_to_num(0.0)``) is repaired where it is made (blind trial, CrossAttention).
+NAN_REPAIRS = frozenset({"nan_to_num", "nan_to_num_"})
+
+
+def _nan_repaired(fn: ast.AST | None, assigned: dict[str, ast.expr]) -> bool:
+    """Whether ``fn`` passes a softmax's result (directly or through a name) to ``nan_to_num``."""
+    if fn is None:
+        return False
+    for node in walk(fn):
+        if isinstance(node, ast.Call) and call_name(node) in NAN_REPAIRS:
+            repaired = [*node.args[:1], *([node.func.value] if isinstance(node.func, ast.Attribute) else [])]
+            if any(_is_call_to(inner, NORMALISERS) or (isinstance(inner, ast.Call) and call_name(inner).endswith("softmax"))
+                   for target in repaired
+                   for source in _with_sources(target, assigned) for inner in ast.walk(source)):
+                return True
+    return False
+
+
 def _returned_reaches(fn: ast.AST, module: _Module, depth: int) -> bool:
     """Whether what ``fn`` returns can reach a softmax: through its calls in the file, or (called from
     nowhere in it: public API) in a caller's code."""
@@ -410,12 +429,14 @@ def static_findings(source: Source) -> list[Finding]:
             values = [*node.args, *(k.value for k in node.keywords)]
             if any(_is_neg_inf(v) and not _log_of_zero(node, v) for v in values):
                 if (not _top_k_fill(node, assigned) and not _one_entry_per_row(node, assigned)
+                        and not _nan_repaired(owner.get(id(node)), assigned)
                         and _reaches_normaliser(node, owner.get(id(node)), module)):
                     out.append(finding("NUM002", where, node.lineno, what="mask filled with"))
             elif any(_huge_constant(v) for v in values) and not _upcast_receiver(node, assigned):
                 out.append(finding("NUM005", where, node.lineno))
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
             if (_is_neg_inf(node.value) and not _top_k_fill(node, assigned) and not _one_entry_per_row(node, assigned)
+                    and not _nan_repaired(owner.get(id(node)), assigned)
                     and _reaches_normaliser(node.value, owner.get(id(node)), module)):
                 out.append(finding("NUM002", where, node.lineno, what="masked entries set to"))
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):

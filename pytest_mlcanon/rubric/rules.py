@@ -128,8 +128,8 @@ RULES: tuple[Rule, ...] = (
     Rule("NUM002", "numerics", "a mask filled with -inf that can reach a softmax (not a sentinel only argmax or sort "
          "reads or picks one entry of, nor log 0 as in where(p > 0, log(p), -inf) or np.log(p, out=a, where=p > 0) "
          "into a -inf-filled a, nor a top-k filter masked_fill(x < kth, -inf) whose "
-         "kth comes from topk/kthvalue/sort, nor an output the contract specifies with -inf: "
-         "generation's top-k/top-p filters, retrieval padding)",
+         "kth comes from topk/kthvalue/sort, nor a softmax whose NaN rows the same function repairs with nan_to_num, "
+         "nor an output the contract specifies with -inf: generation's top-k/top-p filters, retrieval padding)",
          "a fully masked row becomes softmax(-inf, ..., -inf) = NaN, which leaks into gradients",
          "scores.masked_fill(~mask, float('-inf'))", "scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",
          message="{what} -inf before a softmax: a fully masked row softmaxes to NaN",
