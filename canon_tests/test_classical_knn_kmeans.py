@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from canon_refs.classical import kmeans, knn
-from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, strict_numpy
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, optional_module, strict_numpy
 from pytest_mlcanon.testing import rng as make_rng
 
 
@@ -52,7 +52,7 @@ class TestKNN:
                      what="pairwise_sq_distances(A, B)")
 
     def test_pairwise_matches_scipy_cdist(self) -> None:
-        distance = pytest.importorskip("scipy.spatial.distance")
+        distance = optional_module("scipy.spatial.distance")
         g = make_rng(2)
         A, B = g.standard_normal((40, 8)), g.standard_normal((30, 8))
         assert_close(knn.pairwise_sq_distances(A, B), distance.cdist(A, B) ** 2,

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from canon_refs.classical import linear_regression as lr_mod
-from pytest_mlcanon.testing import assert_close, assert_grad_matches, call_leaves_inputs_unchanged, rng
+from pytest_mlcanon.testing import (
+    assert_close,
+    assert_grad_matches,
+    call_leaves_inputs_unchanged,
+    optional_module,
+    rng,
+)
 
 pytestmark = pytest.mark.canon("classical/linear_regression")
 
@@ -91,7 +97,7 @@ def test_ridge_without_intercept_equals_closed_form():
 
 
 def test_ridge_matches_sklearn_when_installed():
-    linear_model = pytest.importorskip("sklearn.linear_model")
+    linear_model = optional_module("sklearn.linear_model")
     X, y = _noisy_data(n=40, d=4, seed=2)
     l2 = 0.3
     ref = linear_model.Ridge(alpha=X.shape[0] * l2).fit(X, y)

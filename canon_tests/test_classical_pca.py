@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from canon_refs.classical import pca as pca_mod
-from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, rng
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, optional_module, rng
 
 pytestmark = pytest.mark.canon("classical/pca")
 
@@ -126,7 +126,7 @@ def test_transform_new_data_uses_training_mean():
 
 
 def test_matches_sklearn_up_to_sign_when_installed():
-    decomposition = pytest.importorskip("sklearn.decomposition")
+    decomposition = optional_module("sklearn.decomposition")
     X = _correlated(seed=9)
     ours = pca_mod.PCA(3).fit(X)
     ref = decomposition.PCA(3, svd_solver="full").fit(X)

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from canon_refs.classical import gmm
-from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, rng, strict_numpy
+from pytest_mlcanon.testing import (
+    assert_close,
+    call_leaves_inputs_unchanged,
+    optional_module,
+    rng,
+    strict_numpy,
+)
 
 pytestmark = pytest.mark.canon("classical/gmm")
 
@@ -69,7 +75,7 @@ def test_log_density_matches_textbook_formula():
 
 
 def test_log_density_matches_scipy_when_installed():
-    stats = pytest.importorskip("scipy.stats")
+    stats = optional_module("scipy.stats")
     g = rng(2)
     X = g.normal(size=(15, 4))
     A = g.normal(size=(4, 4))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from canon_refs.classical import decision_tree as dt
-from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, rng
+from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, optional_module, rng
 
 pytestmark = pytest.mark.canon("classical/decision_tree")
 
@@ -188,7 +188,7 @@ def test_min_samples_split_and_max_depth_stop_growth():
 
 
 def test_matches_sklearn_training_accuracy_when_installed():
-    tree_mod = pytest.importorskip("sklearn.tree")
+    tree_mod = optional_module("sklearn.tree")
     X, y = _noisy(n=200, seed=6)
     for depth in (2, 4, None):
         ours = dt.DecisionTreeClassifier(max_depth=depth).fit(X, y)

@@ -13,6 +13,7 @@ from pytest_mlcanon.testing import (
     assert_close,
     assert_low_precision_matches,
     call_leaves_inputs_unchanged,
+    optional_module,
     random_xyxy,
 )
 
@@ -286,7 +287,7 @@ def test_coder_shape_mismatch_errors():
 
 
 def test_matches_torchvision_matcher_and_coder_when_installed():
-    det_utils = pytest.importorskip("torchvision.models.detection._utils")
+    det_utils = optional_module("torchvision.models.detection._utils")
     a = anchors.generate_anchors((6, 6), stride=16, sizes=(24.0, 48.0), aspect_ratios=RATIOS)
     gts = _random_xyxy(4, seed=9, dtype=torch.float32)
     matcher = det_utils.Matcher(0.5, 0.4, allow_low_quality_matches=True)

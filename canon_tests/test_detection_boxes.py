@@ -11,6 +11,7 @@ from pytest_mlcanon.testing import (
     assert_low_precision_matches,
     call_leaves_inputs_unchanged,
     iou_pair,
+    optional_module,
     random_xyxy,
 )
 
@@ -258,7 +259,7 @@ def test_inverted_boxes_raise():
 
 
 def test_matches_torchvision_when_installed():
-    ops = pytest.importorskip("torchvision.ops")
+    ops = optional_module("torchvision.ops")
     a = random_xyxy(11, seed=13, dtype=torch.float32)
     b = random_xyxy(7, seed=14, dtype=torch.float32)
     assert_close(boxes.box_iou(a, b), ops.box_iou(a, b), what="box_iou vs torchvision")

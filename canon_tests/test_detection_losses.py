@@ -13,6 +13,7 @@ from pytest_mlcanon.testing import (
     assert_close,
     assert_low_precision_matches,
     call_leaves_inputs_unchanged,
+    optional_module,
     randn,
 )
 
@@ -110,7 +111,7 @@ def test_sigmoid_gradcheck():
 
 
 def test_matches_torchvision_when_installed():
-    ops = pytest.importorskip("torchvision.ops")
+    ops = optional_module("torchvision.ops")
     logits = randn(8, 5, seed=9) * 3
     targets = _binary_targets((8, 5), seed=10, dtype=torch.float32)
     for reduction in ("none", "mean", "sum"):

@@ -6,7 +6,12 @@ import pytest
 import torch
 
 from canon_refs.detection import nms
-from pytest_mlcanon.testing import call_leaves_inputs_unchanged, iou_pair, low_precision_dtype
+from pytest_mlcanon.testing import (
+    call_leaves_inputs_unchanged,
+    iou_pair,
+    low_precision_dtype,
+    optional_module,
+)
 
 pytestmark = pytest.mark.canon("detection/nms")
 
@@ -183,7 +188,7 @@ def test_permuting_the_input_keeps_the_same_boxes():
 
 
 def test_matches_torchvision_when_installed():
-    ops = pytest.importorskip("torchvision.ops")
+    ops = optional_module("torchvision.ops")
     boxes, scores, classes = _random_problem(200, seed=4, n_classes=5)
     boxes, scores = boxes.float(), scores.float()
     for thr in (0.3, 0.5, 0.7):

@@ -17,7 +17,13 @@ import torch
 import torch.nn.functional as F
 
 from canon_refs.multimodal import detr_loss, hungarian
-from pytest_mlcanon.testing import assert_close, call_leaves_inputs_unchanged, rng, strict_numpy
+from pytest_mlcanon.testing import (
+    assert_close,
+    call_leaves_inputs_unchanged,
+    optional_module,
+    rng,
+    strict_numpy,
+)
 
 pytestmark = pytest.mark.canon("multimodal/detr")
 
@@ -129,7 +135,7 @@ def test_integer_costs_with_ties_match_brute_force(shape):
 
 @pytest.mark.parametrize("shape", [(6, 6), (4, 7), (7, 4), (30, 45), (45, 30)])
 def test_agrees_with_scipy(shape):
-    optimize = pytest.importorskip("scipy.optimize")
+    optimize = optional_module("scipy.optimize")
     for seed in range(3):
         cost = rng(100 + seed).normal(size=shape) * 10
         rows, cols = hungarian.linear_sum_assignment(cost)

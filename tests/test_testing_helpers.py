@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
+from pytest_mlcanon import testing
 from pytest_mlcanon.testing import (
     assert_close,
     assert_grad_matches,
@@ -142,3 +145,15 @@ def test_finite_differences_reach_an_array_of_any_layout() -> None:
     assert_grad_matches(lambda: float((weights**3).sum()), weights, 3 * weights**2)
     with pytest.raises(AssertionError, match="analytic gradient off"):
         assert_grad_matches(lambda: float((weights**3).sum()), weights, 2 * weights**2)
+
+
+def test_an_optional_library_that_is_missing_or_broken_skips_the_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torchvision built for another torch raises RuntimeError at import ('operator torchvision::nms does not
+    exist'): importorskip let that fail the learner's item (blind trial); optional_module skips, naming it."""
+    (tmp_path / "broken_lib.py").write_text("raise RuntimeError('operator broken_lib::nms does not exist')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(pytest.skip.Exception, match=r"could not import broken_lib: RuntimeError: operator"):
+        testing.optional_module("broken_lib")
+    with pytest.raises(pytest.skip.Exception, match="could not import no_such_lib_anywhere: ModuleNotFoundError"):
+        testing.optional_module("no_such_lib_anywhere")
+    assert testing.optional_module("json").dumps([1]) == "[1]"
