@@ -1609,7 +1609,8 @@ def test_answers_learned_by_heart_earn_nothing_where_the_fresh_inputs_change_no_
                                                    for p in item.recheck.problems), item.recheck
     honest = _cell(graded, "honest_good", MASKS)
     assert honest.recheck.status == "passed" and honest.recheck.unverified, honest.verdict
-    assert honest.recheck.withheld == sum(t.max_points for t in honest.tests if t.unverified) > 0, honest.verdict
+    held = sum(t.max_points for t in honest.tests if t.unverified)
+    assert held > 0 and honest.recheck.withheld == pytest.approx(held, abs=1e-3), honest.verdict  # 4 decimals
 
 
 def test_training_that_trains_nothing_fails_the_trusted_replay(graded: Gradebook) -> None:
