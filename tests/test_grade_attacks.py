@@ -63,6 +63,19 @@ def box_iou(boxes1, boxes2):
 '''
 
 
+#: Appended to the good boxes.py: a seed set inside a function the tests call.
+SEEDS_TORCH = '''
+
+_honest_area = box_area
+
+
+def box_area(boxes):
+    """Box areas, after seeding torch (harmless: nothing here draws)."""
+    torch.manual_seed(0)
+    return _honest_area(boxes)
+'''
+
+
 def _honest_then(doc: str, turn: str) -> str:
     """Module code that wraps the honest ``box_iou``: the wrapper counts its calls in ``_CALLS`` (the
     attack's prelude defines it) and runs ``turn``, a condition on that count and what the attack then
@@ -111,6 +124,11 @@ generalized_box_iou = _copied.generalized_box_iou  # noqa: F811
 '''),
     "read_test_file": ("import canon_tests\nimport pathlib\n", '''
 _SOURCE = (pathlib.Path(canon_tests.__file__).parent / "test_detection_boxes.py").read_text()
+'''),
+    # The same read through the standard library's source reader, which a library formatting a stack trace
+    # uses on its own (a read the guard allows): called by the learner, it is the learner's read.
+    "read_test_file_through_linecache": ("import canon_tests\nimport linecache\nimport pathlib\n", '''
+_SOURCE = linecache.getlines(str(pathlib.Path(canon_tests.__file__).parent / "test_detection_boxes.py"))
 '''),
     "infinite_loop": ("_CALLS = [0]\n", _honest_then(
         """Honest for seven calls, then never returns, swallowing whatever tries to stop it.""",
@@ -1193,6 +1211,7 @@ def batch_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graded]:
     subs = root / "submissions"
     _honest(subs, "honest_good", GOOD)
     _honest(subs, "honest_flawed", FLAWED)
+    _write(subs, "honest_seeds_torch", {BOXES: (GOOD / f"{BOXES}.py").read_bytes() + SEEDS_TORCH.encode()})
     _write(subs, "honest_own_gpt", {DPO: (GOOD / f"{DPO}.py").read_bytes(), GPT: textwrap.dedent(BROKEN_GPT).encode()})
     for name, (header, footer) in ATTACKS.items():
         _write(subs, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
@@ -1291,6 +1310,7 @@ def test_run_time_guard_blocks_and_reports_what_the_scan_saw(graded: Gradebook) 
     assert not ESCAPE_MARK.exists(), "the write outside the job's folder must not have happened"
     assert "INT104" in _cell(graded, "attack_fork_bomb").codes
     assert "INT102" in _cell(graded, "attack_read_test_file").codes
+    assert "INT102" in _cell(graded, "attack_read_test_file_through_linecache").codes
     assert "INT102" in _cell(graded, "attack_read_reference_files").codes
     assert "INT106" in _cell(graded, "attack_patch_test_report").codes
     assert "INT105" in _cell(graded, "attack_frame_peek").codes
@@ -1363,6 +1383,13 @@ def test_honest_students_keep_their_grades_in_the_same_batch(graded: Gradebook) 
     assert not _cell(graded, "honest_flawed", ATTENTION).flagged
 
 
+def test_an_honest_torch_manual_seed_is_no_read_of_the_tests(graded: Gradebook) -> None:
+    """``torch.manual_seed`` formats a stack trace on its lazy CUDA path, and the standard library reads the
+    source of every frame, the test file's among them: a false INT102 once zeroed such honest code."""
+    item, good = _cell(graded, "honest_seeds_torch"), _cell(graded, "honest_good")
+    assert not item.flagged and item.points == good.points == item.max_points, item.verdict
+
+
 def test_honest_students_get_exactly_the_grade_they_get_alone(graded: Gradebook, tmp_path: Path) -> None:
     """The same students, seed and config in a batch of their own: every cell the same, item by item."""
     _honest(tmp_path, "honest_good", GOOD)
@@ -1421,7 +1448,7 @@ def test_the_batch_completes_with_a_row_per_student(graded: Gradebook) -> None:
     kernel = len(kernel_attacks.attacks(Path("/"))) + 1  # and their victim
     doubled = 2  # the two long names, the two names equal but for case
     learned = 1  # the masks learned by heart
-    assert len(students) == (3 + learned + len(ATTACKS) + len(TRUST_ATTACKS) + len(CHANNEL_ATTACKS) + len(BROKEN) + len(TREES)
+    assert len(students) == (4 + learned + len(ATTACKS) + len(TRUST_ATTACKS) + len(CHANNEL_ATTACKS) + len(BROKEN) + len(TREES)
                              + doubled + len(OUTPUT_ATTACKS) + kernel + len(COOKIES))
     assert all(s.item(slug) is not None for s in graded.students for slug in ITEMS)
 

@@ -207,6 +207,16 @@ def test_pca_projections_compare_up_to_their_signs() -> None:
     assert compare.compare(expected, _enc([z * 1.1]), context=compare.Context(canonical="signs")) != []
 
 
+def test_a_numpy_scalar_a_0d_array_and_a_float_are_the_same_number() -> None:
+    """``sigmoid(0.0)`` as ``np.array(0.5)`` where the reference returns ``0.5`` (blind trial: flagged INT010 as
+    a forgery); the value is still compared, and a 0-d tensor or a 1-element array is not a number."""
+    assert compare.compare(_enc(0.5), _enc(np.array(0.5))) == [] == compare.compare(_enc(np.array(0.5)), _enc(0.5))
+    assert compare.compare(_enc(0.5), _enc(np.float64(0.5))) == []
+    assert compare.compare(_enc(0.5), _enc(np.array(0.51))) != []
+    assert compare.compare(_enc(0.5), _enc(np.array([0.5]))) != [] and compare.compare(_enc(0.5), _enc(torch.tensor(0.5))) != []
+    assert compare.compare(_enc(1.0), _enc(np.array(True))) != []  # a bool is no number
+
+
 def test_an_empty_gmm_components_mean_is_any_finite_one() -> None:
     """The contract asks only for a finite mean where a component has no responsibility (blind trial: the
     data mean failed the re-check against the reference's 0); every other mean is still compared."""

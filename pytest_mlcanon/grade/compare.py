@@ -218,7 +218,11 @@ def _type_of(value: Any) -> str:
     """What must match exactly: an array's kind and dtype (a floating dtype only as 'floating': the
     precision of a result is the implementer's where the contract says 'computed in float32'; the
     values are compared at the lower one); for Python numbers, 'number' (an int may stand for a
-    float); 'bool' for a bool."""
+    float); 'bool' for a bool. NumPy's scalars and 0-d arrays are numbers too: ``sigmoid(0.0)`` may be
+    ``0.5``, ``np.float64(0.5)`` or ``np.array(0.5)`` where the contract says "an array of the shape of
+    ``z``" (blind trial: the 0-d array failed the re-check); a 0-d tensor is not."""
+    if isinstance(value, Array) and value.kind in ("ndarray", "npscalar") and value.values.ndim == 0:
+        return "bool" if value.dtype == "bool" else "number"
     if isinstance(value, Array):
         return f"{value.kind} {'floating' if value.dtype in EPS else value.dtype}"
     if isinstance(value, bool):

@@ -12,7 +12,7 @@ on_flag = "zero"          # a flagged item scores 0 ("review": keep the points, 
 wall_s = 120              # whole job, wall clock
 test_timeout_s = 20       # one test or one re-check call
 cpu_s = 90
-memory_mb = 2048
+memory_mb = 4096
 output_mb = 16            # any one file the job writes, its captured output included
 processes = 64
 
@@ -92,7 +92,7 @@ class Limits:
     wall_s: float = 120.0
     test_timeout_s: float = 20.0
     cpu_s: float = 90.0
-    memory_mb: int = 2048
+    memory_mb: int = 4096
     output_mb: int = 16
     processes: int = 64
 

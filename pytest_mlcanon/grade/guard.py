@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import linecache
 import operator
 import os
 import sys
+import tokenize
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -87,6 +89,21 @@ WATCHED_MODULES = ("pytest_mlcanon.testing", "pytest_mlcanon.evidence", "pytest_
                    "pytest_mlcanon.grade.stream", "json", "json.encoder")
 TEST_PACKAGE = "canon_tests"
 MAX_REPORTS = 50
+
+
+#: The standard library's source readers: a stack trace a library formats (``torch.manual_seed`` does, on
+#: its lazy CUDA path) reads the source of every frame, the test file's among them.
+SOURCE_READERS = (linecache.__file__, tokenize.__file__)
+
+
+def _for_a_stack_trace(opener: Any, learner: Any) -> bool:
+    """Whether a read is the source readers' at the behest of a library (the frames between the learner's
+    and the source reader's hold one that is neither): a false INT102 once zeroed an honest
+    ``torch.manual_seed(0)``. A learner that calls the readers itself is no library, and is judged."""
+    frame = opener
+    while frame is not None and frame.f_code.co_filename in SOURCE_READERS:
+        frame = frame.f_back
+    return frame is not opener and frame is not None and frame is not learner
 
 
 def _trampolines() -> tuple[str, ...]:
@@ -153,6 +170,8 @@ class Guard:
             blocked = ""
             try:
                 frame = learner_frame(event)
+                if frame is not None and event == "open" and _for_a_stack_trace(getframe(1), frame):
+                    frame = None
                 if frame is not None:
                     verdict = judge(event, code, args)
                     if verdict is not None:

@@ -56,7 +56,7 @@ class Limits:
 
     wall_s: float = 120.0
     test_timeout_s: float = 20.0
-    memory_mb: int = 2048
+    memory_mb: int = 4096
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,7 @@ class SandboxSpec:
     network: bool = True
     filesystem: bool = True
     cpu_s: float = 60.0
-    memory_mb: int = 2048
+    memory_mb: int = 4096
     output_mb: int = 16
     processes: int = 64
     hidden: tuple[str, ...] = ()  # files shown empty (the item's reference and its compiled copies)

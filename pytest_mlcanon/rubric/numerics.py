@@ -296,22 +296,31 @@ def _reaches_normaliser(fill: ast.AST, fn: ast.AST | None, module: _Module, dept
 
 
 #: Calls that turn a fully masked row's NaN into a number: a ``-inf`` fill whose softmax goes through one
-#: (``softmax(scores).nan_to_num(0.0)``) is repaired where it is made (blind trial, CrossAttention).
-NAN_REPAIRS = frozenset({"nan_to_num", "nan_to_num_"})
+#: (``softmax(scores).nan_to_num(0.0)``, ``torch.where(allow, weights, 0)``, ``weights.masked_fill(~allow,
+#: 0)``) is repaired where it is made (blind trials: CrossAttention, attention). A product
+#: (``weights * live``) is not: NaN times 0 is NaN.
+NAN_REPAIRS = frozenset({"nan_to_num", "nan_to_num_", "where", "masked_fill", "masked_fill_"})
 
 
-def _nan_repaired(fn: ast.AST | None, assigned: dict[str, ast.expr]) -> bool:
-    """Whether ``fn`` passes a softmax's result (directly or through a name) to ``nan_to_num``."""
+def _nan_repaired(fn: ast.AST | None) -> bool:
+    """Whether ``fn`` passes a softmax's result (directly or through a name it was ever assigned to) to a
+    ``NAN_REPAIRS`` call."""
     if fn is None:
         return False
+    softmaxed = {target.id for node in walk(fn) if isinstance(node, ast.Assign) and _has_softmax(node.value)
+                 for target in node.targets if isinstance(target, ast.Name)}
     for node in walk(fn):
         if isinstance(node, ast.Call) and call_name(node) in NAN_REPAIRS:
-            repaired = [*node.args[:1], *([node.func.value] if isinstance(node.func, ast.Attribute) else [])]
-            if any(_is_call_to(inner, NORMALISERS) or (isinstance(inner, ast.Call) and call_name(inner).endswith("softmax"))
-                   for target in repaired
-                   for source in _with_sources(target, assigned) for inner in ast.walk(source)):
+            repaired = [*node.args, *([node.func.value] if isinstance(node.func, ast.Attribute) else [])]
+            if any(_has_softmax(target) or (isinstance(target, ast.Name) and target.id in softmaxed)
+                   for target in repaired):
                 return True
     return False
+
+
+def _has_softmax(expr: ast.AST) -> bool:
+    return any(_is_call_to(inner, NORMALISERS) or (isinstance(inner, ast.Call) and call_name(inner).endswith("softmax"))
+               for inner in ast.walk(expr))
 
 
 def _returned_reaches(fn: ast.AST, module: _Module, depth: int) -> bool:
@@ -429,14 +438,14 @@ def static_findings(source: Source) -> list[Finding]:
             values = [*node.args, *(k.value for k in node.keywords)]
             if any(_is_neg_inf(v) and not _log_of_zero(node, v) for v in values):
                 if (not _top_k_fill(node, assigned) and not _one_entry_per_row(node, assigned)
-                        and not _nan_repaired(owner.get(id(node)), assigned)
+                        and not _nan_repaired(owner.get(id(node)))
                         and _reaches_normaliser(node, owner.get(id(node)), module)):
                     out.append(finding("NUM002", where, node.lineno, what="mask filled with"))
             elif any(_huge_constant(v) for v in values) and not _upcast_receiver(node, assigned):
                 out.append(finding("NUM005", where, node.lineno))
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
             if (_is_neg_inf(node.value) and not _top_k_fill(node, assigned) and not _one_entry_per_row(node, assigned)
-                    and not _nan_repaired(owner.get(id(node)), assigned)
+                    and not _nan_repaired(owner.get(id(node)))
                     and _reaches_normaliser(node.value, owner.get(id(node)), module)):
                 out.append(finding("NUM002", where, node.lineno, what="masked entries set to"))
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):

@@ -128,7 +128,7 @@ RULES: tuple[Rule, ...] = (
     Rule("NUM002", "numerics", "a mask filled with -inf that can reach a softmax (not a sentinel only argmax or sort "
          "reads or picks one entry of, nor log 0 as in where(p > 0, log(p), -inf) or np.log(p, out=a, where=p > 0) "
          "into a -inf-filled a, nor a top-k filter masked_fill(x < kth, -inf) whose "
-         "kth comes from topk/kthvalue/sort, nor a softmax whose NaN rows the same function repairs with nan_to_num, "
+         "kth comes from topk/kthvalue/sort, nor a softmax whose NaN rows the same function repairs (nan_to_num, where or masked_fill on its result), "
          "nor an output the contract specifies with -inf: generation's top-k/top-p filters, retrieval padding)",
          "a fully masked row becomes softmax(-inf, ..., -inf) = NaN, which leaks into gradients",
          "scores.masked_fill(~mask, float('-inf'))", "scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",
@@ -259,7 +259,8 @@ INTEGRITY_RULES: tuple[Rule, ...] = tuple(Rule(code, INTEGRITY, title, message="
     ("INT008", "uses the network", "no network access is needed or allowed"),
     ("INT009", "runs code the scan cannot read (exec, eval, importlib, ctypes, code objects)", "write plain Python"),
     ("INT010", "passes the reference tests but fails the seeded re-check on fresh inputs",
-     "compute the answer from the inputs; hard-coded answers only fit the public examples"),
+     "see the seeded re-check for the call and the values that differ: the same code on fresh inputs "
+     "disagreed with the reference (as answers that fit only the public examples would)"),
     ("INT011", "is a verbatim copy of the reference implementation", "write the item yourself"),
     ("INT101", "wrote outside its folder (blocked)", "write nothing; return values"),
     ("INT102", "opened a test file or the reference (blocked)", "an implementation needs only its arguments"),
