@@ -76,6 +76,22 @@ def box_area(boxes):
 '''
 
 
+#: Appended to the good boxes.py: ``inspect.signature``, which reads a function's ``__code__`` (blind trial:
+#: an honest bootstrap asking whether its statistic takes ``axis`` was INT105 and 0/10).
+READS_A_SIGNATURE = '''
+
+import inspect as _inspect
+
+_plain_area = box_area
+
+
+def box_area(boxes):
+    """Box areas, after asking the honest function's parameters."""
+    assert "boxes" in _inspect.signature(_plain_area).parameters
+    return _plain_area(boxes)
+'''
+
+
 def _honest_then(doc: str, turn: str) -> str:
     """Module code that wraps the honest ``box_iou``: the wrapper counts its calls in ``_CALLS`` (the
     attack's prelude defines it) and runs ``turn``, a condition on that count and what the attack then
@@ -1212,6 +1228,7 @@ def batch_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graded]:
     _honest(subs, "honest_good", GOOD)
     _honest(subs, "honest_flawed", FLAWED)
     _write(subs, "honest_seeds_torch", {BOXES: (GOOD / f"{BOXES}.py").read_bytes() + SEEDS_TORCH.encode()})
+    _write(subs, "honest_reads_a_signature", {BOXES: (GOOD / f"{BOXES}.py").read_bytes() + READS_A_SIGNATURE.encode()})
     _write(subs, "honest_own_gpt", {DPO: (GOOD / f"{DPO}.py").read_bytes(), GPT: textwrap.dedent(BROKEN_GPT).encode()})
     for name, (header, footer) in ATTACKS.items():
         _write(subs, f"attack_{name}", {BOXES: _attack_source(header, footer).encode()})
@@ -1372,9 +1389,10 @@ def test_honest_students_keep_their_grades_in_the_same_batch(graded: Gradebook) 
         good = _cell(graded, "honest_good", slug)
         assert good.status is Status.SCORED and good.score == 5 and not good.flagged, (slug, good.verdict)
         assert good.recheck.status == "passed", (slug, good.recheck)
-        held = sum(t.max_points for t in good.tests if t.unverified)  # kmeans_plus_plus_init's (the policy's)
-        assert (slug == KMEANS) == (held > 0) and good.recheck.withheld == pytest.approx(held), (slug, good.verdict)
-        assert good.points == pytest.approx(good.max_points - held), (slug, good.verdict)
+        held = sum(t.max_points for t in good.tests if t.unverified)  # calls no case verifies (the policy's)
+        assert (slug != KMEANS or held > 0) and good.recheck.withheld == pytest.approx(held, abs=1e-3), (
+            slug, good.verdict)
+        assert good.points == pytest.approx(good.max_points - held, abs=1e-3), (slug, good.verdict)
     flawed = _cell(graded, "honest_flawed", DPO)
     assert flawed.status is Status.SCORED and not flawed.flagged
     assert flawed.score == 3 and not flawed.axes["correctness"]
@@ -1383,11 +1401,13 @@ def test_honest_students_keep_their_grades_in_the_same_batch(graded: Gradebook) 
     assert not _cell(graded, "honest_flawed", ATTENTION).flagged
 
 
-def test_an_honest_torch_manual_seed_is_no_read_of_the_tests(graded: Gradebook) -> None:
+@pytest.mark.parametrize("student", ["honest_seeds_torch", "honest_reads_a_signature"])
+def test_honest_library_calls_that_read_sources_or_code_are_no_flag(graded: Gradebook, student: str) -> None:
     """``torch.manual_seed`` formats a stack trace on its lazy CUDA path, and the standard library reads the
-    source of every frame, the test file's among them: a false INT102 once zeroed such honest code."""
-    item, good = _cell(graded, "honest_seeds_torch"), _cell(graded, "honest_good")
-    assert not item.flagged and item.points == good.points == item.max_points, item.verdict
+    source of every frame, the test file's among them; ``inspect.signature`` reads a function's ``__code__``:
+    a false INT102 and a false INT105 once zeroed such honest code."""
+    item, good = _cell(graded, student), _cell(graded, "honest_good")
+    assert not item.flagged and item.points == good.points, item.verdict
 
 
 def test_honest_students_get_exactly_the_grade_they_get_alone(graded: Gradebook, tmp_path: Path) -> None:
@@ -1448,7 +1468,7 @@ def test_the_batch_completes_with_a_row_per_student(graded: Gradebook) -> None:
     kernel = len(kernel_attacks.attacks(Path("/"))) + 1  # and their victim
     doubled = 2  # the two long names, the two names equal but for case
     learned = 1  # the masks learned by heart
-    assert len(students) == (4 + learned + len(ATTACKS) + len(TRUST_ATTACKS) + len(CHANNEL_ATTACKS) + len(BROKEN) + len(TREES)
+    assert len(students) == (5 + learned + len(ATTACKS) + len(TRUST_ATTACKS) + len(CHANNEL_ATTACKS) + len(BROKEN) + len(TREES)
                              + doubled + len(OUTPUT_ATTACKS) + kernel + len(COOKIES))
     assert all(s.item(slug) is not None for s in graded.students for slug in ITEMS)
 
@@ -1681,7 +1701,8 @@ def test_a_test_of_a_name_the_recheck_cannot_verify_earns_only_what_the_policy_s
         item = _cell(graded, student, KMEANS)
         calling = [t for t in item.tests if "kmeans_plus_plus" in t.name]
         assert len(calling) == 3 and all(t.unverified and t.points == 0.0 for t in calling), item.tests
-        assert "call kmeans_plus_plus_init, which no fresh-input case checks" in item.verdict, item.verdict
+        assert "kmeans_plus_plus_init" in item.recheck.held and "in a way no fresh-input case checks" in item.verdict, (
+            item.verdict)
     honest = _cell(graded, "honest_good", KMEANS)
     assert honest.recheck.withheld == pytest.approx(sum(t.max_points for t in honest.tests if t.unverified))
     assert "INT106" in _cell(graded, "attack_kmeans_init_forged_in_the_reports", KMEANS).codes

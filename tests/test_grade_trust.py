@@ -257,6 +257,32 @@ def test_an_answer_under_another_choice_the_contract_accepts_passes_and_no_other
     assert assess._closest(case, values.decode(raw.result), "loss", context) != []  # noqa: SLF001
 
 
+def test_a_bootstrap_interval_by_any_quantile_definition_passes() -> None:
+    """The harness's contract says "the quantiles" of the resampled statistics: Efron's order statistics
+    (``inverted_cdf``) failed the re-check against NumPy's default and were flagged INT010 (blind trial)."""
+    import numpy.random
+
+    from canon_refs.evaluation import harness
+
+    item = catalog.get("evaluation/harness")
+    recorder = recheck.Recorder((item,))
+    recorder._keep_call(item.slug, "evaluation/harness", "bootstrap_ci", harness.bootstrap_ci,  # noqa: SLF001
+                        (numpy.random.default_rng(0).random(30),), {"n_resamples": 50})
+    case = recorder.cases(20240607)[item.slug][0]
+    assert harness._QUANTILE_METHOD == "linear" and len(case["alternatives"]) >= 5  # noqa: SLF001
+    job = recheck.child_cases([case])[0]
+    context = compare.Context.of(item.slug, case)
+    harness._QUANTILE_METHOD = "inverted_cdf"  # noqa: SLF001 - the learner's choice
+    try:
+        efron = values.decode(replay.run_case(job, replay.import_module).result)
+    finally:
+        harness._QUANTILE_METHOD = "linear"  # noqa: SLF001
+    assert compare.compare(values.decode(case["expected"]), efron, "ci", context) != []
+    assert assess._closest(case, efron, "ci", context) == []  # noqa: SLF001
+    shifted = [efron[0], efron[1] + 0.01, efron[2]]
+    assert assess._closest(case, shifted, "ci", context) != []  # noqa: SLF001
+
+
 def test_a_fixed_cases_sizes_are_stirred_by_even_steps() -> None:
     """``causal_mask(4)`` answers the same on any draw (integers are never nudged): a case the public answers,
     learned by heart, would pass. Drawn again with its sizes moved up by even steps, it verifies."""
@@ -403,11 +429,9 @@ def _partly(policy: str) -> ItemResult:
     result = ItemResult(DPO.slug, DPO.number, DPO.title, Status.SCORED, axes={a: True for a in
                         ("correctness", "shapes", "numerics", "api", "explanation")}, score=5,
                         tests=[GradedTest("test_init", "passed"), GradedTest("test_loss", "passed")],
-                        recheck=Recheck("passed", "4 calls agree", 4, unverified=["init"], policy=policy),
-                        max_points=10)
-    calibration = Calibration(reaches={DPO.slug: {"a/test_posttrain_dpo.py::test_init": ["init", "loss"],
-                                                  "a/test_posttrain_dpo.py::test_loss": ["loss"]}})
-    assess._mark_unverified(DPO, calibration, result)  # noqa: SLF001
+                        recheck=Recheck("passed", "4 calls agree", 4, unverified=["init"]), max_points=10)
+    calibration = Calibration(held={DPO.slug: {"a/test_posttrain_dpo.py::test_init": ["init"]}})
+    assess._mark_unverified(DPO, calibration, result, policy)  # noqa: SLF001
     assess._award(result, config.from_table({"recheck": {"unverified": policy}}))  # noqa: SLF001
     result.verdict = assess._verdict(result, "", Verdict("yes"))  # noqa: SLF001
     return result
@@ -424,8 +448,8 @@ def test_on_a_partly_verified_item_a_test_calling_an_unverified_name_earns_what_
     assert [t.unverified for t in result.tests] == [True, False]
     assert result.axis_points["correctness"] == pytest.approx(correctness)
     assert result.recheck.withheld == pytest.approx(withheld)
-    assert (f"correctness partly verified: 1 passing test(s) call init, which no fresh-input case checks ({said})"
-            in result.verdict)
+    assert (f"correctness partly verified: 1 passing test(s) call init in a way no fresh-input case checks ({said})"
+            in result.verdict) and result.recheck.label() == "passed (partly)"
     if policy != "award":
         from pytest_mlcanon.grade.gradebook import Gradebook, StudentResult
 
@@ -451,8 +475,41 @@ def test_the_verifier_records_the_public_names_each_test_calls_itself() -> None:
         kmeans.assign(x, x[:2])
     finally:
         recorder.pytest_sessionfinish(None)  # type: ignore[arg-type]
-    assert recorder.reaches[item.slug] == {"t.py::test_fit": ["kmeans"],
-                                           "t.py::test_init": ["kmeans_plus_plus_init", "assign"]}
+    names = {test: sorted(token.split(recheck.TOKEN_SEP)[0] for token in tokens)
+             for test, tokens in recorder.reaches[item.slug].items()}
+    assert names == {"t.py::test_fit": ["kmeans"], "t.py::test_init": ["assign", "kmeans_plus_plus_init"]}
+
+
+def test_a_test_is_held_for_each_call_whose_kind_no_case_verifies_and_for_its_fixtures_calls() -> None:
+    """Red team: nms answered from a table for every kind but one, and k-means without its seeded paths, were
+    paid because *some* case verified the name. A test is paid on the verifier's evidence only where every
+    call it makes (itself, or in a fixture it uses, module-scoped ones included) is of a kind a case whose
+    answer fresh inputs change verifies; a seeded call has no case."""
+    from canon_refs.classical import kmeans
+
+    item = catalog.get("classical/kmeans")
+    recorder = recheck.Recorder((item,))
+    recorder._wrap_module((item.slug,), "classical/kmeans", kmeans)  # noqa: SLF001
+    x = np.random.default_rng(0).normal(size=(12, 2))
+    try:
+        recorder._current, recorder._test = item.slug, "t.py::test_assign"  # noqa: SLF001
+        kmeans.assign(x, x[:2])
+        recorder._test = "t.py::test_seeded"  # noqa: SLF001
+        kmeans.kmeans(x, 2, seed=3)
+        recorder._test, recorder._fixtures = "t.py::test_first", ["fitted"]  # noqa: SLF001
+        kmeans.kmeans(x, 2, seed=4)  # a module-scoped fixture's setup, during the first test that uses it
+        recorder._fixtures, recorder._fixturenames = [], ("fitted",)  # noqa: SLF001
+        recorder.pytest_runtest_logfinish("t.py::test_first", None)
+        recorder._current, recorder._fixturenames = item.slug, ("fitted", "tmp_path")  # noqa: SLF001
+        recorder.pytest_runtest_logfinish("t.py::test_second_reads_the_fixture", None)
+    finally:
+        recorder.pytest_sessionfinish(None)  # type: ignore[arg-type]
+    cases = recorder.cases(20240607)
+    held = recorder.held(cases)[item.slug]
+    assert held == {"t.py::test_seeded": ["kmeans"], "t.py::test_first": ["kmeans"],
+                    "t.py::test_second_reads_the_fixture": ["kmeans"]}, held
+    assert [c["function"] for c in cases[item.slug]] == ["assign"] and "reach" not in recheck.child_cases(
+        cases[item.slug])[0]
 
 
 def test_unverified_is_said_in_every_output() -> None:

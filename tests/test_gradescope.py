@@ -403,8 +403,11 @@ def test_the_autograder_zip_grades_a_flat_submission_as_gradescope_would(tmp_pat
     assert all(set(t) == {"name", "score", "max_score", "status", "output", "visibility"} for t in results["tests"])
     _agrees(results)
     assert results["visibility"] == "after_published"
-    assert results["score"] == 9  # ben's attention: strong 4/5, numerics failed
-    assert results["output"].startswith("submission: 9 / 10 points\n#25 transformer/attention: 9 / 10 points; ")
+    # ben's attention: strong 4/5, numerics failed; four tests whose calls no fresh-input case checks (the dropout
+    # draws take a generator) are held for review under the default policy
+    assert results["score"] == pytest.approx(7.8)
+    assert results["output"].startswith("submission: 7.8 / 10 points\n#25 transformer/attention: 7.8 / 10 points; ")
+    assert "points held for review" in results["output"]
     assert not [t for t in results["tests"] if t["name"].endswith(" integrity")]  # flags hidden, none raised
     extra = [str(REPO), str(tmp_path), tempfile.gettempdir() + "/", sys.prefix]
     leaking = [t for t in _student_visible(results) if _leaks(t, extra)]

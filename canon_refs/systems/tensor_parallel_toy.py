@@ -169,6 +169,8 @@ class RowParallelLinear(nn.Module):
 class ParallelMLP(nn.Module):
     """The Megatron MLP ``fc2(gelu(fc1(x)))``: column-parallel ``fc1`` (no gather), GELU, row-parallel ``fc2``.
 
+    The GELU is the exact (erf) one, ``F.gelu``'s default (the tanh approximation differs by about 1e-4).
+
     Args:
         fc1: dense ``Linear(d, d_ff)``; ``d_ff % world == 0``. Copied, not modified.
         fc2: dense ``Linear(d_ff, d)``. Copied, not modified.

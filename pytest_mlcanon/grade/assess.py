@@ -152,7 +152,7 @@ def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, 
     result.unfinished = _unfinished(result, outcomes, claims)
     result.recheck = (_recheck(item, calibration, claims, config) if result.status is not Status.ERROR
                       else Recheck("not run", "the item's code did not import, so no call could be made"))
-    _mark_unverified(item, calibration, result)
+    _mark_unverified(item, calibration, result, config.unverified)
     outcomes += [Outcome(f"re-check on a numerics probe's inputs ({i + 1})", "failed", probe=True, message=problem,
                          recheck=True)
                  for i, problem in enumerate(result.recheck.numerics)]
@@ -315,18 +315,21 @@ def _closest(case: dict[str, Any], got: Any, call: str, context: Context) -> lis
     return problems
 
 
-def _mark_unverified(item: catalog.Item, calibration: Calibration, result: ItemResult) -> None:
-    """On a partly verified item, mark each test that calls (itself, not through another public name)
-    a name no case verified: the child alone says it passed, so ``_award`` pays it by the policy."""
+def _mark_unverified(item: catalog.Item, calibration: Calibration, result: ItemResult, policy: str) -> None:
+    """On an item whose re-check passed, mark each test that makes a call (itself, or through a fixture) of a
+    kind no case verified (``Recorder.held``): the child alone says it passed, so ``_award`` pays it by the
+    policy, and the re-check names what it holds (``held``)."""
     check = result.recheck
-    if check.status != "passed" or not check.unverified:
+    if check.status != "passed":
         return
-    open_names = set(check.unverified)
-    reached: dict[str, set[str]] = {}
-    for nodeid, names in calibration.reaches.get(item.slug, {}).items():
-        reached.setdefault(test_name(norm(nodeid)), set()).update(names)
+    held: dict[str, set[str]] = {}
+    for nodeid, names in calibration.held.get(item.slug, {}).items():
+        held.setdefault(test_name(norm(nodeid)), set()).update(names)
     for test in result.tests:
-        test.unverified = bool(reached.get(test.name, set()) & open_names)
+        test.unverified = test.name in held
+    check.held = sorted({name for test in result.tests if test.unverified and test.outcome == "passed"
+                         and not test.probe for name in held[test.name]})
+    check.policy = policy if check.held or check.unverified else ""
 
 
 def gives_parameters(case: dict[str, Any]) -> bool:
@@ -517,9 +520,10 @@ def _unverified_line(check: Recheck) -> str:
 def _partly_line(check: Recheck, tests: int) -> str:
     earned = {"award": "awarded as the tests claim", "zero": "no points for them",
               "review": f"{check.withheld:g} points held for review"}.get(check.policy, "")
-    names = ", ".join(check.unverified)
-    called = f"one of {names}" if len(check.unverified) > 1 else names
-    return f"correctness partly verified: {tests} passing test(s) call {called}, which no fresh-input case checks ({earned})"
+    names = ", ".join(check.held)
+    called = f"one of {names}" if len(check.held) > 1 else names
+    return (f"correctness partly verified: {tests} passing test(s) call {called} in a way no fresh-input case "
+            f"checks ({earned})")
 
 
 def not_run(item: catalog.Item, status: Status, message: str, config: GradeConfig) -> ItemResult:

@@ -45,6 +45,7 @@ class Recheck:
     unverified: list[str] = field(default_factory=list)  # public names no case verified
     policy: str = ""  # for an unverified item, or a partly verified one's unverified tests: what they earn
     withheld: float = 0.0  # correctness points the tests claim, held for the teacher's review
+    held: list[str] = field(default_factory=list)  # public names of the calls of held tests no case verified
     numerics: list[str] = field(default_factory=list)  # differences on the probes' cases: Numerics evidence
 
     @property
@@ -56,7 +57,7 @@ class Recheck:
         """The re-check column of every table: ``passed``, ``passed (partly)``, ``unverified (review)``..."""
         if self.status == "unverified":
             return f"unverified ({self.policy})" if self.policy else "unverified"
-        if self.status == "passed" and self.unverified:
+        if self.status == "passed" and (self.unverified or self.held):
             return "passed (partly)"
         return self.status
 

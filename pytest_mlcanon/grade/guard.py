@@ -106,6 +106,14 @@ def _for_a_stack_trace(opener: Any, learner: Any) -> bool:
     return frame is not opener and frame is not None and frame is not learner
 
 
+def _for_a_signature(reader: Any) -> bool:
+    """Whether ``inspect.signature`` reads a function's ``__code__`` (its parameters): a learner asking
+    whether a statistic takes ``axis`` reads no frame and tampers with nothing (blind trial: INT105 zeroed
+    an honest bootstrap)."""
+    return reader.f_code.co_filename == inspect.__file__ and reader.f_code.co_name.startswith(
+        ("_signature", "signature"))
+
+
 def _trampolines() -> tuple[str, ...]:
     """Library files that call audited functions on their caller's behalf."""
     import ctypes
@@ -171,6 +179,8 @@ class Guard:
             try:
                 frame = learner_frame(event)
                 if frame is not None and event == "open" and _for_a_stack_trace(getframe(1), frame):
+                    frame = None
+                if frame is not None and event == "object.__getattr__" and _for_a_signature(getframe(1)):
                     frame = None
                 if frame is not None:
                     verdict = judge(event, code, args)

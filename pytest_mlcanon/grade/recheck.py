@@ -98,8 +98,12 @@ UNDEFINED: dict[tuple[str, str], str] = {
 #: Choices a contract leaves to the implementer, as a private constant of the reference module and the
 #: other values it accepts: the verifier answers each case of the function under every one of them too
 #: (``alternatives``), and the parent accepts an answer that matches any (``assess._recheck``).
+QUANTILE_METHODS = ("inverted_cdf", "averaged_inverted_cdf", "closest_observation", "interpolated_inverted_cdf",
+                    "hazen", "weibull", "median_unbiased", "normal_unbiased", "lower", "higher", "midpoint", "nearest")
 CHOICES: dict[tuple[str, str], dict[str, tuple[Any, ...]]] = {
     ("rl/ppo", "ppo_loss"): {"_ADVANTAGE_STD_CORRECTION": (1,)},  # the population or the sample std
+    **{("evaluation/harness", name): {"_QUANTILE_METHOD": QUANTILE_METHODS}  # "the quantiles": any definition
+       for name in ("bootstrap_ci", "paired_bootstrap", "evaluate")},
 }
 
 
@@ -183,6 +187,7 @@ class Call:
     kwargs: dict[str, Any]
     after: Call | None = None  # the call that returned this one's state (``cache``): replayed first
     probe: bool = False  # made by a numerics probe: its case tests Numerics, not correctness
+    reach: str = ""  # its kind as the tests made it (``reach_token``): what its case verifies of a test
 
 
 @dataclass(frozen=True)
@@ -221,10 +226,13 @@ class Recorder:
         self._probe = False  # whether the running test is a numerics probe
         self._called: set[tuple[str, str]] = set()  # (item, name) its own tests call
         self._test = ""  # the running test's node id
-        #: item -> test node id -> the item's public names the test calls itself (a call inside another
-        #: recorded call is the outer call's business): a test reaching a name no case verifies pays
-        #: on the child's word only, so the parent holds its points by the teacher's policy
-        self.reaches: dict[str, dict[str, list[str]]] = {item.slug: {} for item in items}
+        #: item -> test node id -> what the test calls itself, as ``reach_token``s (a call inside another
+        #: recorded call is the outer call's business; a fixture's calls are every test's that uses it): a
+        #: test one of whose calls no case verifies pays on the child's word only (``held``)
+        self.reaches: dict[str, dict[str, set[str]]] = {item.slug: {} for item in items}
+        self._fixtures: list[str] = []  # the fixtures being set up, innermost last
+        self._fixture_reaches: dict[str, set[tuple[str, str]]] = {}  # fixture -> (item, token) its setup made
+        self._fixturenames: tuple[str, ...] = ()  # the running test's fixtures
 
     # -- hooks -------------------------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
@@ -245,20 +253,46 @@ class Recorder:
         self._current = slug if isinstance(slug, str) else ""
         self._test = item.nodeid
         self._probe = item.get_closest_marker("numerics_probe") is not None
+        self._fixturenames = tuple(getattr(item, "fixturenames", ()))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Any:
+        self._fixtures.append(str(fixturedef.argname))
+        try:
+            yield
+        finally:
+            self._fixtures.pop()
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        for name in self._fixturenames:  # a module-scoped fixture's calls were made once, for the first test
+            for slug, token in self._fixture_reaches.get(name, ()):
+                self.reaches.setdefault(slug, {}).setdefault(nodeid, set()).add(token)
         self._current = self._test = ""
         self._probe = False
+        self._fixturenames = ()
 
-    def _owner(self, slugs: tuple[str, ...], name: str) -> str:
+    def _owner(self, slugs: tuple[str, ...], name: str, key: str = "") -> str:
         """The item a call is recorded for: the running test's, when it is one of the module's items."""
         if self._current in slugs:
             self._called.add((self._current, name))
-            reached = self.reaches.setdefault(self._current, {}).setdefault(self._test, [])
-            if name not in reached:
-                reached.append(name)
+            token = reach_token(name, key)
+            self.reaches.setdefault(self._current, {}).setdefault(self._test, set()).add(token)
+            for fixture in self._fixtures:
+                self._fixture_reaches.setdefault(fixture, set()).add((self._current, token))
             return self._current
         return slugs[0]
+
+    def held(self, cases: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, list[str]]]:
+        """Per item, each test that makes a call no case verifies (its kind has no case whose answer fresh
+        inputs change, or no case at all: a seed, a kind past the cap): the public names of those calls."""
+        out: dict[str, dict[str, list[str]]] = {}
+        for slug, tests in self.reaches.items():
+            verified = {token for case in cases.get(slug, []) if not case.get("probe") and not proves_nothing(case)
+                        for token in case_tokens(case)}
+            found = {test: sorted({token.split(TOKEN_SEP)[0] for token in tokens - verified})
+                     for test, tokens in tests.items()}
+            out[slug] = {test: names for test, names in found.items() if names}
+        return out
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         for node in session.items:
@@ -328,8 +362,9 @@ class Recorder:
         def recorded(*args: Any, **kwargs: Any) -> Any:
             if self._active:
                 return fn(*args, **kwargs)
-            slug = self._owner(slugs, name)
-            result = self._outermost(lambda: self._keep_call(slug, module_path, name, fn, args, kwargs),
+            key = raw_kind(args, kwargs)
+            slug = self._owner(slugs, name, key)
+            result = self._outermost(lambda: self._keep_call(slug, module_path, name, fn, args, kwargs, key),
                                      lambda: fn(*args, **kwargs))
             self._produced(Call(slug, module_path, name, fn, args, kwargs), result)
             return result
@@ -396,7 +431,7 @@ class Recorder:
 
     # -- recording ---------------------------------------------------------------------------------------
     def _keep_call(self, slug: str, module_path: str, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
-                   kwargs: dict[str, Any]) -> None:
+                   kwargs: dict[str, Any], reach: str = "") -> None:
         seen = self._keys.setdefault((slug, name), set())
         sized = self._sized.setdefault((slug, name), set())
         if (len(seen) >= PER_FUNCTION and len(sized) >= 2 * PER_FUNCTION) or (slug, name) in UNDEFINED:
@@ -416,7 +451,7 @@ class Recorder:
         prefix, tail = "probe:" if self._probe else "", f"<-{producer[0].name}{kind(before)}" if producer and before else ""
         key, with_sizes = prefix + kind(captured) + tail, prefix + kind(captured, sizes=True) + tail
         first = Call(slug, module_path, producer[0].name, producer[0].fn, *before) if producer and before else None
-        call = Call(slug, module_path, name, fn, *captured, after=first, probe=self._probe)
+        call = Call(slug, module_path, name, fn, *captured, after=first, probe=self._probe, reach=reach)
         if key not in seen and len(seen) < PER_FUNCTION:
             seen.add(key)
             sized.add(with_sizes)
@@ -588,7 +623,7 @@ class Recorder:
         steps.append(self._step(call, rng, stir=stir and call.after is None))
         case = {"item": call.slug, "module": call.module, "kind": "call", "function": call.name, "steps": steps,
                 "opaque": [self._state_outputs(step["function"], call.module) for step in steps],
-                "probe": call.probe}
+                "probe": call.probe, "reach": call.reach}
         return _with_expected(case)
 
     @staticmethod
@@ -711,6 +746,32 @@ def kind(value: Any, *, sizes: bool = False) -> str:
             c.isspace() for c in value)):
         return f"{type(value).__name__}={value}"
     return type(value).__name__
+
+
+#: Between a public name and the kind of a call of it in a ``reach_token``.
+TOKEN_SEP = "\t"
+
+
+def reach_token(name: str, key: str) -> str:
+    """A test's call as the verifier attributes it: a function's name and the kind of its arguments as the
+    test passed them (``raw_kind``); a method's name alone (its script's case verifies its calls)."""
+    return f"{name}{TOKEN_SEP}{key}"
+
+
+def raw_kind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """``kind`` of a call's arguments as they came, before any capture: cheap, and the same for the call a
+    case was built from and every other call of that kind."""
+    try:
+        return kind((args, kwargs))
+    except Exception:  # noqa: BLE001 - arguments of no kind (unorderable keys): a kind no case has
+        return "?"
+
+
+def case_tokens(case: dict[str, Any]) -> set[str]:
+    """What a case verifies of the tests: its call's token, or its script's methods."""
+    if case.get("kind") == "script":
+        return {reach_token(f"{case['function']}.{step['method']}", "") for step in case.get("steps", [])}
+    return {reach_token(str(case["function"]), str(case.get("reach", "")))}
 
 
 def _size(number: float) -> str:
@@ -944,5 +1005,5 @@ def _recipe(value: Any) -> Any:
 
 def child_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the child may see of the cases: the inputs and which arguments to send back, no answers."""
-    return [{**{k: v for k, v in c.items() if k not in ("expected", "mutated", "probe", "fixed", "stirred", "alternatives")},
+    return [{**{k: v for k, v in c.items() if k not in ("expected", "mutated", "probe", "fixed", "stirred", "alternatives", "reach")},
              "mutated": sorted(c["mutated"])} for c in cases]

@@ -48,7 +48,8 @@ class Calibration:
     probes: dict[str, list[str]] = field(default_factory=dict)
     contract: dict[str, list[str]] = field(default_factory=dict)
     coverage: dict[str, dict[str, str]] = field(default_factory=dict)  # slug -> public name -> what covers it
-    reaches: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # slug -> test -> public names it calls
+    #: slug -> test -> the public names of its calls no case verifies (``Recorder.held``): paid by the policy
+    held: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     cpu_s: float = 0.0
 
 
@@ -158,7 +159,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     times = os.times()
     return {"nodeids": recorder.nodeids, "probes": recorder.probes, "contract": recorder.contract,
             "failed": recorder.failed, "skipped": recorder.skipped, "cases": cases, "coverage": recorder.coverage(cases),
-            "reaches": recorder.reaches,
+            "held": recorder.held(cases),
             "log": f"reference run exit status {int(status)}\n{sink.getvalue()[-4000:]}",
             "cpu_s": round(times.user + times.system, 3)}
 
