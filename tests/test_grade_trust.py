@@ -283,6 +283,58 @@ def test_a_bootstrap_interval_by_any_quantile_definition_passes() -> None:
     assert assess._closest(case, shifted, "ci", context) != []  # noqa: SLF001
 
 
+def test_an_edge_case_a_nudge_flips_only_sometimes_is_evidence_in_every_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red team: an nms edge case counted as fixed in one run in three (two draws that happened to agree),
+    so an honest grade moved with the seed. A case is fixed only when its answer is the tests' own answer
+    on every one of several draws; the first draw that answers otherwise is the case."""
+    from canon_refs.transformer import masks
+
+    def edge(x: float) -> bool:
+        return x > 1.0
+
+    monkeypatch.setattr(masks, "edge", edge, raising=False)
+    item = catalog.get("transformer/masks")
+    for seed in range(1, 12):
+        recorder = recheck.Recorder((item,))
+        recorder._keep_call(item.slug, "transformer/masks", "edge", edge, (1.004,), {})  # noqa: SLF001
+        case = recorder.cases(seed)[item.slug][0]
+        assert not case["fixed"] and values.decode(case["steps"][0]["args"])[0] < 1.0, (seed, case)
+
+
+def test_pcas_fitted_attributes_are_compared_after_its_script(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fit`` returns ``self``, compared by its type's name only: a PCA that zeroed its explained variance
+    passed (red team). The attributes its contract states are compared after the steps (``replay.FITTED``)."""
+    from canon_refs.classical import pca
+
+    item = catalog.get("classical/pca")
+    recorder = recheck.Recorder((item,))
+    recorder._wrap_module((item.slug,), "classical/pca", pca)  # noqa: SLF001
+    try:
+        recorder._current, recorder._test = item.slug, "t.py::test_fit"  # noqa: SLF001
+        pca.PCA(2).fit(np.random.default_rng(0).normal(size=(20, 4)))
+    finally:
+        recorder.pytest_sessionfinish(None)  # type: ignore[arg-type]
+    case = recorder.cases(20240607)[item.slug][0]
+    assert case["kind"] == "script" and set(values.decode(case["mutated"]["fitted"])) == set(replay.FITTED[
+        (item.slug, "PCA")])
+    job = recheck.child_cases([case])[0]
+    honest = replay.run_case(job, replay.import_module)
+    context = compare.Context.of(item.slug, case).for_argument()
+    expected = values.decode(case["mutated"]["fitted"])
+    assert compare.compare(expected, values.decode(honest.after["fitted"]), "fitted", context) == []
+    fit = pca.PCA.fit
+
+    def zeroed(self: object, X: object) -> object:
+        fit(self, X)
+        self.explained_variance_ = np.zeros_like(self.explained_variance_)  # type: ignore[attr-defined]
+        return self
+
+    monkeypatch.setattr(pca.PCA, "fit", zeroed)
+    forged = replay.run_case(job, replay.import_module)
+    assert "explained_variance_" in compare.compare(expected, values.decode(forged.after["fitted"]), "fitted",
+                                                    context)[0]
+
+
 def test_a_fixed_cases_sizes_are_stirred_by_even_steps() -> None:
     """``causal_mask(4)`` answers the same on any draw (integers are never nudged): a case the public answers,
     learned by heart, would pass. Drawn again with its sizes moved up by even steps, it verifies."""

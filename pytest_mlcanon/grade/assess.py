@@ -379,6 +379,8 @@ def _case_label(case: dict[str, Any]) -> str:
 def _argument(key: str) -> str:
     if key == "state":
         return "its parameters"
+    if key == "fitted":
+        return "its fitted attributes"
     name = key.removeprefix("init.")
     prefix = "constructor argument" if key.startswith("init.") else "argument"
     return f"{prefix} {name}"

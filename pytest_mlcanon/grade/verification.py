@@ -10,8 +10,8 @@ items); the table is the documentation, and the list a teacher reads before choo
     python -m pytest_mlcanon.grade.verification           # print the document from the table
 
 An item is *verified* when every public name is, *partly verified* when some are (its correctness
-points need the verified part to pass, and a test calling an unverified name earns what the teacher's
-policy says), *unverified* when none is (the policy decides what it earns).
+points need the verified part to pass, and a test making a call no case verifies earns what the
+teacher's policy says), *unverified* when none is (the policy decides what it earns).
 """
 
 from __future__ import annotations
@@ -71,15 +71,16 @@ def render(table: dict[str, dict[str, str]] | None = None) -> str:
         "conventions (PPO's population or sample std for normalised advantages), the verifier answers under both "
         "and either passes.",
         "",
-        "A call whose answers are the same on two draws of fresh inputs (a count of parameters, labels a 2 % "
+        "A call whose answer is the tests' own answer on each of five draws of fresh inputs (a count of parameters, labels a 2 % "
         "nudge never flips; booleans and strings are never perturbed) verifies nothing: the public calls' "
         "answers, learned by heart, would pass it. Such a call is drawn again with its integer arguments (sizes, "
         "widths, lengths) moved up by even steps, the reference judging and answering the new sizes "
         "(`causal_mask(T)` for a `T` of this run's); where that changes the answer, it verifies.",
         "",
         f"{counts['verified']} items verified, {counts['partly verified']} partly verified, "
-        f"{counts['unverified']} unverified. An unverified item's correctness, and on a partly verified item "
-        "each test that calls a name of the last column itself, earns what the teacher's "
+        f"{counts['unverified']} unverified. An unverified item's correctness, and on any other item each test "
+        "one of whose calls (its own, or a fixture's it uses) no case verifies (a name of the last column, or a "
+        "kind of call with no case: a seed, an answer no draw changes), earns what the teacher's "
         "`[recheck] unverified` says (`award`, `review` (default: held for review), `zero`).",
         "",
         "| # | item | correctness | verified | not verified (why) |",
