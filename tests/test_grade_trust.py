@@ -158,6 +158,24 @@ def test_python_floats_from_float32_inputs_get_float32_tolerance() -> None:
     assert compare.compare(0.0752918, 0.0852918, "r", context) != []
 
 
+def test_neither_a_masks_sentinel_nor_a_low_precision_input_loosens_a_float32_answer() -> None:
+    """Red team: scores holding a -1e9 beside real values made every answer of the case "a difference of inputs
+    as large as 1e9", and a bfloat16 input gave a float32 answer bfloat16's allowance times 16 (5.78 on
+    values of 0.02). Sentinels are no magnitude; a float32 answer is rounded in float32."""
+    def context(*inputs: torch.Tensor) -> compare.Context:
+        step = {"function": "f", "args": values.encode(inputs), "kwargs": values.encode({})}
+        return compare.Context.of("a/b", {"function": "f", "steps": [step]})
+
+    scores = context(torch.tensor([[0.3, -1e9, 1.2], [-0.7, 0.1, -1e9]]))
+    assert scores.scale == pytest.approx(1.2)
+    assert compare.compare(_enc(torch.tensor([0.25, 0.5])), _enc(torch.tensor([0.26, 0.5])), "r", scores) != []
+    low = context(torch.tensor([289.0, -3.0], dtype=torch.bfloat16))
+    want = torch.tensor([0.0213, -0.0187])
+    assert compare.compare(_enc(want), _enc(want + 0.5), "r", low) != []
+    assert compare.compare(_enc(want), _enc(want * (1 + 1e-6)), "r", low) == []
+    assert compare.compare(_enc(want.bfloat16()), _enc((want * 1.002).bfloat16()), "r", low) == []  # bf16 answer
+
+
 def test_a_float64_answer_is_compared_near_float32_spacing_not_looser() -> None:
     """The tests' float32-spacing floor stays out of the re-check's own allowance (COND), which would
     otherwise multiply it into a tolerance above the value itself."""
@@ -215,6 +233,22 @@ def test_a_numpy_scalar_a_0d_array_and_a_float_are_the_same_number() -> None:
     assert compare.compare(_enc(0.5), _enc(np.array(0.51))) != []
     assert compare.compare(_enc(0.5), _enc(np.array([0.5]))) != [] and compare.compare(_enc(0.5), _enc(torch.tensor(0.5))) != []
     assert compare.compare(_enc(1.0), _enc(np.array(True))) != []  # a bool is no number
+
+
+def test_int8_codes_one_step_off_at_a_few_rounding_ties_are_the_same_codes() -> None:
+    """``round(w * (127 / max))`` for the contract's ``round(w / scale)`` rounds a value within float spacing of a
+    half the other way (blind trial: one code of many, INT010); a floor for a round is off in half of them."""
+    codes = torch.randint(-127, 128, (40, 50), generator=torch.Generator().manual_seed(0)).to(torch.int8)
+    scale = torch.rand(40)
+    context = compare.Context(canonical="rounded codes")
+    one_off, many_off, two_off = codes.clone(), codes.clone(), codes.clone()
+    one_off[3, 7] += 1
+    many_off[:, :5] -= 1
+    two_off[3, 7] -= 2
+    assert compare.compare(_enc((codes, scale)), _enc((one_off, scale)), context=context) == []
+    assert compare.compare(_enc((codes, scale)), _enc((many_off, scale)), context=context) != []
+    assert compare.compare(_enc((codes, scale)), _enc((two_off, scale)), context=context) != []
+    assert compare.compare(_enc((codes, scale)), _enc((one_off, scale))) != []  # only in its canonical form
 
 
 def test_an_empty_gmm_components_mean_is_any_finite_one() -> None:

@@ -41,7 +41,10 @@ from pytest_mlcanon.testing import tolerance
 COND = {"float64": 1e8, "float32": 512.0}
 #: The condition allowed on the magnitude of the case's inputs, for an output that is a difference of
 #: them (a DPO margin of sequence log-probabilities near -12).
-INPUT_COND = 16.0
+INPUT_COND = 4.0
+#: Finite input values at or below this are a mask's sentinels (``-1e9``, ``finfo.min``) beside real
+#: values: no output is a difference of them, and their size once allowed any answer at all (red team).
+SENTINEL = -1e8
 #: The lowest finite value of each dtype: a masked logit written as it (``finfo.min``) or as ``-inf``
 #: is the same choice, and both are compared as ``-inf``.
 LOWEST = {"float64": -1.7976931348623157e308, "float32": -3.4028234663852886e38, "bfloat16": -3.3895313892515355e38,
@@ -49,7 +52,11 @@ LOWEST = {"float64": -1.7976931348623157e308, "float32": -3.4028234663852886e38,
 MAX_PROBLEMS = 4
 #: (item, function or class) -> its canonical form.
 CANONICAL = {("classical/kmeans", "kmeans"): "clusters", ("classical/pca", "PCA"): "signs",
-             ("classical/gmm", "m_step"): "empty components"}
+             ("classical/gmm", "m_step"): "empty components",
+             ("quant/qlinear", "quantize_per_channel"): "rounded codes"}
+#: How many of a result's integer codes may sit one step off where ``round(w / scale)`` and an equivalent
+#: formula (``round(w * (127 / max))``) round a value within float spacing of a half differently.
+ROUNDING_TIES = 1e-3
 #: A mixture weight at or below this is an empty component's (the reference's is 10 eps / n).
 EMPTY_WEIGHT = 1e-12
 
@@ -244,6 +251,7 @@ def _compare_values(expected: Any, got: Any, where: str, problems: list[str], co
     import numpy as np
 
     (w, dtype), (h, got_dtype) = _as_array(expected), _as_array(got)
+    answered = _lower(dtype, got_dtype) if dtype in EPS and got_dtype in EPS else dtype
     if dtype in EPS and got_dtype in EPS:
         least = _least_precision(dtype, context)
         if _lower(got_dtype, least) != least:  # the answer's dtype would set its own, looser, tolerance
@@ -270,7 +278,10 @@ def _compare_values(expected: Any, got: Any, where: str, problems: list[str], co
         # COND states the whole allowance (float64: about 3.6e-7 relative, above the tests' floor)
         tol = tolerance(dtype, max(float(np.max(np.abs(w64[finite]), initial=0.0)), 1.0), cond=COND.get(dtype, 1.0),
                         floor=0.0)
-        cancelled = tolerance(dtype, context.scale, cond=INPUT_COND, floor=0.0).atol  # a difference of large inputs
+        # a difference of large inputs, rounded in the answer's precision (the inputs' only below float32: a
+        # float32 answer to bfloat16 inputs once got bfloat16's allowance, as large as the inputs themselves)
+        computed = _lower(answered, "float32" if context.precision != "float64" else "float64")
+        cancelled = tolerance(computed, context.scale, cond=INPUT_COND, floor=0.0).atol
         close = np.abs(w64[finite] - h64[finite]) <= max(tol.atol, cancelled) + tol.rtol * np.abs(w64[finite])
     else:
         close = w64[finite] == h64[finite]
@@ -313,7 +324,8 @@ def _inputs(encoded: Any) -> tuple[float, str]:
                     continue
                 finite = values[np.isfinite(values)]
                 if not is_mask(finite):  # a mask's -1e9 or finfo.min is no magnitude any output is a difference of
-                    largest = max(largest, float(np.max(np.abs(finite), initial=0.0)))
+                    real = finite[finite > SENTINEL]
+                    largest = max(largest, float(np.max(np.abs(real), initial=0.0)))
             elif tag == "float" and isinstance(value.get("hex"), str):
                 try:
                     number = abs(float.fromhex(value["hex"]))
@@ -352,10 +364,28 @@ def _canonical(form: str, expected: Any, got: Any) -> Any:
         return _relabelled(expected, got)
     if form == "signs" and isinstance(expected, list) and isinstance(got, list):
         return [_signs_matched(w, h) for w, h in zip(expected, got)] + got[len(expected):]
+    if form == "rounded codes" and isinstance(expected, (list, tuple)) and isinstance(got, (list, tuple)) \
+            and len(expected) == len(got) and expected:
+        return [_codes_at_ties(expected[0], got[0]), *got[1:]]
     if form == "empty components" and isinstance(expected, (list, tuple)) and isinstance(got, (list, tuple)) \
             and len(expected) == len(got) == 3:
         return [got[0], _empty_means(list(expected), got[1]), got[2]]  # a list and a tuple compare alike
     return got
+
+
+def _codes_at_ties(expected: Any, got: Any) -> Any:
+    """Integer codes one step off the reference's in a handful of places (at most one in a thousand, or
+    one) taken as the reference's: each is a value at a rounding tie, which float spacing decides (blind
+    trial: ``w * (127 / max)`` for ``w / (max / 127)``); a floor for a round is off in half of them."""
+    import numpy as np
+
+    if not (isinstance(expected, Array) and isinstance(got, Array) and expected.dtype == got.dtype
+            and expected.dtype not in EPS and expected.values.shape == got.values.shape):
+        return got
+    off = np.abs(got.values.astype(np.int64) - expected.values.astype(np.int64))
+    if off.max(initial=0) > 1 or int((off == 1).sum()) > max(1, int(ROUNDING_TIES * off.size)):
+        return got
+    return replace(got, values=expected.values.copy())
 
 
 def _empty_means(expected: list[Any], means: Any) -> Any:

@@ -67,7 +67,8 @@ def render(table: dict[str, dict[str, str]] | None = None) -> str:
         "verifier's start, every parameter compared with the verifier's own replay (a made-up history proves "
         "nothing);",
         "- *canonical form*: outputs defined up to a relabelling (k-means clusters) or a sign (PCA components) "
-        "compared after matching, an empty GMM component's mean as any finite one; where a contract accepts two "
+        "compared after matching, an empty GMM component's mean as any finite one, int8 codes up to a few rounding "
+        "ties; where a contract accepts two "
         "conventions (PPO's population or sample std for normalised advantages), the verifier answers under both "
         "and either passes.",
         "",
