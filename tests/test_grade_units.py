@@ -227,6 +227,9 @@ def test_the_zygote_reads_the_raises_blocks_of_the_tests_before_any_job(monkeypa
     ("class Agree(list):\n    def __bool__(self):\n        return True", "INT002"),
     ("import torch\nx = torch.zeros(2).as_subclass(type)", "INT002"),
     ("Agree = type('Agree', (float,), {})", "INT009"),
+    ("import numpy as np\nw = np.ma.masked_all(3)", "INT002"),  # masked entries skip np.testing's checks
+    ("import numpy.ma as ma\nw = ma.masked_all(3)", "INT002"),
+    ("from numpy import ma", "INT002"),
 ])
 def test_scan_rules(tmp_path: Path, snippet: str, code: str) -> None:
     path = tmp_path / "detection" / "boxes.py"

@@ -71,10 +71,14 @@ COMPARISON_DUNDERS = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__"
                                 "__instancecheck__"})  # not __len__ or __contains__: a buffer(list) may have them
 SUBCLASS_METHODS = frozenset({"as_subclass", "_make_subclass", "_make_wrapper_subclass"})
 
+#: Masked arrays: NumPy's comparisons skip their masked entries, so a fully masked answer passes any
+#: ``np.testing`` check (red team: a singular least-squares fit returned one); no item needs one.
+MASKED = "numpy.ma"
+
 MODULE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("INT001", ("signal", "resource")),
     ("INT002", ("pytest", "_pytest", "pluggy", "unittest", "mock", "pytest_mlcanon", "builtins", "__builtin__",
-                "sitecustomize", "usercustomize", "atexit")),
+                "sitecustomize", "usercustomize", "atexit", MASKED)),
     ("INT004", ("canon_tests", "conftest", *GC_GRAPH)),
     ("INT006", ("shutil", "tempfile", "glob", "pathlib", "fileinput", "zipfile", "tarfile", "sqlite3", "dbm",
                 "shelve", "mmap")),
@@ -297,6 +301,8 @@ class _Scanner:
             full = resolve(node, self.source.aliases)
             if full == "sys.modules":
                 self.add("INT002", node, "uses `sys.modules`")
+            elif full == MASKED:
+                self.add("INT002", node, f"uses `{MASKED}` (masked entries are skipped by NumPy's comparisons)")
             elif full in GC_GRAPH:
                 self.add("INT004", node, f"uses `{full}`")
             elif full and self._is_own_reference(full):
