@@ -517,8 +517,9 @@ def _partly(policy: str) -> ItemResult:
                         tests=[GradedTest("test_init", "passed"), GradedTest("test_loss", "passed")],
                         recheck=Recheck("passed", "4 calls agree", 4, unverified=["init"]), max_points=10)
     calibration = Calibration(held={DPO.slug: {"a/test_posttrain_dpo.py::test_init": ["init"]}})
-    assess._mark_unverified(DPO, calibration, result, policy)  # noqa: SLF001
-    assess._award(result, config.from_table({"recheck": {"unverified": policy}}))  # noqa: SLF001
+    settings = config.from_table({"recheck": {"unverified": policy}})
+    assess._mark_unverified(DPO, calibration, result, settings)  # noqa: SLF001
+    assess._award(result, settings)  # noqa: SLF001
     result.verdict = assess._verdict(result, "", Verdict("yes"))  # noqa: SLF001
     return result
 

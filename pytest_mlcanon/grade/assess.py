@@ -152,7 +152,7 @@ def assess(item: catalog.Item, impl_dir: Path, display_root: Path, run: JobRun, 
     result.unfinished = _unfinished(result, outcomes, claims)
     result.recheck = (_recheck(item, calibration, claims, config) if result.status is not Status.ERROR
                       else Recheck("not run", "the item's code did not import, so no call could be made"))
-    _mark_unverified(item, calibration, result, config.unverified)
+    _mark_unverified(item, calibration, result, config)
     outcomes += [Outcome(f"re-check on a numerics probe's inputs ({i + 1})", "failed", probe=True, message=problem,
                          recheck=True)
                  for i, problem in enumerate(result.recheck.numerics)]
@@ -315,7 +315,7 @@ def _closest(case: dict[str, Any], got: Any, call: str, context: Context) -> lis
     return problems
 
 
-def _mark_unverified(item: catalog.Item, calibration: Calibration, result: ItemResult, policy: str) -> None:
+def _mark_unverified(item: catalog.Item, calibration: Calibration, result: ItemResult, config: GradeConfig) -> None:
     """On an item whose re-check passed, mark each test that makes a call (itself, or through a fixture) of a
     kind no case verified (``Recorder.held``): the child alone says it passed, so ``_award`` pays it by the
     policy, and the re-check names what it holds (``held``)."""
@@ -325,11 +325,12 @@ def _mark_unverified(item: catalog.Item, calibration: Calibration, result: ItemR
     held: dict[str, set[str]] = {}
     for nodeid, names in calibration.held.get(item.slug, {}).items():
         held.setdefault(test_name(norm(nodeid)), set()).update(names)
+    advice = not config.settings().contract_required  # input checks earn nothing then (``_award``)
     for test in result.tests:
-        test.unverified = test.name in held
+        test.unverified = test.name in held and not test.probe and not (test.contract and advice)
     check.held = sorted({name for test in result.tests if test.unverified and test.outcome == "passed"
-                         and not test.probe for name in held[test.name]})
-    check.policy = policy if check.held or check.unverified else ""
+                         for name in held[test.name]})
+    check.policy = config.unverified if check.held or check.unverified else ""
 
 
 def gives_parameters(case: dict[str, Any]) -> bool:
