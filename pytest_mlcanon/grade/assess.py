@@ -35,6 +35,7 @@ from pytest_mlcanon.grade.config import GradeConfig
 from pytest_mlcanon.grade.gradebook import GradedTest, ItemResult, Recheck
 from pytest_mlcanon.grade.redact import batch_relative
 from pytest_mlcanon.grade.runner import STALL_FACTOR, JobRun
+from pytest_mlcanon.grade.text import number
 from pytest_mlcanon.grade.values import TAG, CodecError, Unverifiable, decode
 from pytest_mlcanon.grade.verifier import Calibration
 from pytest_mlcanon.rubric.model import AXES, Finding, ItemScore, Outcome, Verdict, judge
@@ -516,13 +517,13 @@ def _unfinished_line(never: int, tests: int) -> str:
 
 def _unverified_line(check: Recheck) -> str:
     earned = {"award": "awarded as the tests claim", "zero": "no points",
-              "review": f"{check.withheld:g} points held for review"}.get(check.policy, "")
+              "review": f"{number(check.withheld)} points held for review"}.get(check.policy, "")
     return f"correctness unverified ({earned}): {check.detail}"
 
 
 def _partly_line(check: Recheck, tests: int) -> str:
     earned = {"award": "awarded as the tests claim", "zero": "no points for them",
-              "review": f"{check.withheld:g} points held for review"}.get(check.policy, "")
+              "review": f"{number(check.withheld)} points held for review"}.get(check.policy, "")
     names = ", ".join(check.held)
     called = f"one of {names}" if len(check.held) > 1 else names
     return (f"correctness partly verified: {tests} passing test(s) call {called} in a way no fresh-input case "

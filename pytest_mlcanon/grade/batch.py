@@ -165,7 +165,7 @@ def grade(submissions: Path, config: GradeConfig, *, shard: tuple[int, int] | No
     for student in students:
         student.items = [_marked(cells.get((student.student, item.slug)) or not_graded(item, config), unsandboxed)
                          for item in items]
-    sandbox_notes = [*(confinement.notes if confinement is not None else []), _time_limits(config)]
+    sandbox_notes = [*(confinement.notes if confinement is not None else []), _time_limits(config), _policy(config)]
     if unsandboxed:
         sandbox_notes = [f"UNSANDBOXED (--unsafe-no-sandbox): missing walls, which a job could reach past: "
                          f"{'; '.join(unsandboxed)}", *sandbox_notes]
@@ -614,6 +614,14 @@ def probe(root: Path, config: GradeConfig, uid_pool: uids.UidPool | None,
             uids.sweep(uid, 0)
             uid_pool.release(uid)
         remove_tree(folder)
+
+
+def _policy(config: GradeConfig) -> str:
+    """What correctness the re-check could not verify earned in this batch (the fresh-teacher trial found
+    the policy only in gradebook.json)."""
+    earned = {"review": "held for the teacher's review (the points column leaves them out)",
+              "award": "awarded as the tests claim", "zero": "no points"}[config.unverified]
+    return f"unverified correctness ([recheck] unverified = {config.unverified}): {earned}"
 
 
 def _time_limits(config: GradeConfig) -> str:

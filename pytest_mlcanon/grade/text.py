@@ -76,3 +76,9 @@ def unique(name: str, taken: set[str]) -> str:
         candidate, n = f"{name}-{n}", n + 1
     taken.add(candidate.casefold())
     return candidate
+
+
+def number(value: float) -> str:
+    """Points to two decimals without trailing zeros: 7.5, 10, 0.33."""
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return text if text not in ("-0", "") else "0"

@@ -21,8 +21,8 @@ import io
 import re
 
 from pytest_mlcanon.grade.gradebook import Gradebook
-from pytest_mlcanon.grade.render.table import csv_header, csv_row, graded, number
-from pytest_mlcanon.grade.text import clean
+from pytest_mlcanon.grade.render.table import csv_header, csv_row, graded
+from pytest_mlcanon.grade.text import clean, number
 
 NO_VALUE = "-"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

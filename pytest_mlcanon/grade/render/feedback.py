@@ -12,7 +12,7 @@ from pytest_mlcanon.grade import integrity
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult, StudentResult, axis_mark
 from pytest_mlcanon.grade.redact import student_text
 from pytest_mlcanon.grade.render.markdown import cell, table
-from pytest_mlcanon.grade.render.table import number
+from pytest_mlcanon.grade.text import number
 from pytest_mlcanon.rubric.model import AXES, AXIS_TITLES
 
 FAILING = ("failed", "error", "timeout", "crashed", "killed", "not run")
@@ -43,6 +43,12 @@ def _item(item: ItemResult, say: Callable[[object], str]) -> list[str]:
     if item.recheck.status != "not re-checked" or item.recheck.detail:
         lines += ["", f"Seeded re-check: **{say(item.recheck.label())}** ({say(item.recheck.detail)})"]
         lines += [f"- {say(p)}" for p in item.recheck.problems]
+        held = [t.name for t in item.tests if (t.unverified or item.recheck.status == "unverified")
+                and t.outcome == "passed" and t.max_points > t.points]
+        if held and item.recheck.policy == "review":
+            lines += ["", f"Held for the teacher's review ({number(item.recheck.withheld)} points: the grader could not "
+                          "check these tests' calls on fresh inputs): " + ", ".join(say(n) for n in held[:30])
+                      + (f", and {len(held) - 30} more" if len(held) > 30 else "")]
     if item.integrity:
         lines += ["", "Integrity flags (the item is flagged for review):"]
         lines += [f"- {say(f.render())}" for f in item.integrity]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pytest_mlcanon.evidence import Status
 from pytest_mlcanon.grade.gradebook import Gradebook, ItemResult, StudentResult, axis_mark
+from pytest_mlcanon.grade.text import number
 from pytest_mlcanon.rubric.model import AXES, AXIS_TITLES
 
 #: One column group per item in the wide CSV (and the JSON-free spreadsheets built from it).
@@ -37,12 +38,6 @@ class Cell:
     mark: Mark = Mark.PLAIN
 
 
-def number(value: float) -> str:
-    """Points to two decimals without trailing zeros: 7.5, 10, 0.33."""
-    text = f"{value:.2f}".rstrip("0").rstrip(".")
-    return text if text not in ("-0", "") else "0"
-
-
 def score_cell(item: ItemResult) -> str:
     return f"{item.score}/5" if item.status.scored and item.score is not None else "-"
 
@@ -56,6 +51,8 @@ def summary_cell(item: ItemResult) -> str:
     base = score_cell(item) if item.status is Status.SCORED else str(item.status)
     if item.recheck.status == "unverified" and item.status.scored:
         base = f"{base} UNVERIFIED"
+    if item.recheck.withheld and item.status.scored:
+        base = f"{base} ({number(item.recheck.withheld)} held)"
     return f"FLAGGED {base}" if item.flagged else base
 
 
