@@ -529,17 +529,17 @@ def run_dpo(*args, **kwargs):
     # makes) raises the harness's own "cannot be set up" while no test runs, reached by names the scan cannot
     # read, so that a verified item would become unverified and earn what the teacher's policy awards.
     "dpo_says_its_case_cannot_be_set_up": (DPO, "GOOD:" + '''
-import os as _os
-
 _replay = vars()["__buil" + "tins__"]["__imp" + "ort__"]("pytest_mlcanon.grade." + "replay", fromlist=["x"])
 _HIDDEN = {"kl_regularized_optimum": kl_regularized_optimum}
+_ASKED = [0]
 del kl_regularized_optimum
 
 
 def __getattr__(name):
     if name not in _HIDDEN:
         raise AttributeError(name)
-    if "PYTEST_CURRENT_TEST" not in _os.environ:  # no test is running: the re-check
+    _ASKED[0] += 1
+    if _ASKED[0] == 1:  # the re-check runs before any test: the first ask is its
         raise _replay.Unverifiable("DPOOutput's parameters are not the reference's (missing none; extra none)")
     return _HIDDEN[name]
 '''),
