@@ -1221,6 +1221,17 @@ def test_the_snapshot_has_budgets_of_size_and_count(graded: Gradebook) -> None:
     assert "(over 400 files)" in many.problem and "and 46 more" in many.problem, many.problem
 
 
+def _held_by_another_batch(uid: int) -> bool:
+    """Whether ``uid`` is locked by a batch still running (another test's, on another xdist worker, or a
+    teacher's on this machine): its processes are that batch's, not survivors of this one."""
+    path = uids._lock_dir() / f"{uids.LOCK_PREFIX}{uid}.lock"  # noqa: SLF001
+    fd = uids.lock(path)
+    if fd is None:
+        return True
+    uids.unlock(path, fd)
+    return False
+
+
 @pytest.fixture(scope="module")
 def batch_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graded]:
     root = tmp_path_factory.mktemp("class")
@@ -1258,7 +1269,8 @@ def batch_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Graded]:
                                "--no-progress"], cwd=root, capture_output=True, text=True, timeout=1800, check=False,
                               env=env)
         base = config.GradeConfig().uid_base
-        survivors = {uid: found for uid in range(base, base + UID_SPAN) if (found := uids.processes_of(uid))}
+        survivors = {uid: found for uid in range(base, base + UID_SPAN)
+                     if (found := uids.processes_of(uid)) and not _held_by_another_batch(uid)}
         book = Gradebook.from_dict(json.loads((out / "gradebook.json").read_text(encoding="utf-8")))
         yield Graded(book, out, done.returncode, survivors)
     finally:
