@@ -146,6 +146,11 @@ _SOURCE = (pathlib.Path(canon_tests.__file__).parent / "test_detection_boxes.py"
     "read_test_file_through_linecache": ("import canon_tests\nimport linecache\nimport pathlib\n", '''
 _SOURCE = linecache.getlines(str(pathlib.Path(canon_tests.__file__).parent / "test_detection_boxes.py"))
 '''),
+    # ... and through a front end of it, which reads any file its caller names (red team, round 2)
+    "read_test_file_through_traceback": ("import canon_tests\nimport pathlib\nimport traceback\n", '''
+_LINE = traceback.FrameSummary(str(pathlib.Path(canon_tests.__file__).parent / "test_detection_boxes.py"), 1,
+                               "f").line
+'''),
     "infinite_loop": ("_CALLS = [0]\n", _honest_then(
         """Honest for seven calls, then never returns, swallowing whatever tries to stop it.""",
         """
@@ -1340,6 +1345,7 @@ def test_run_time_guard_blocks_and_reports_what_the_scan_saw(graded: Gradebook) 
     assert "INT104" in _cell(graded, "attack_fork_bomb").codes
     assert "INT102" in _cell(graded, "attack_read_test_file").codes
     assert "INT102" in _cell(graded, "attack_read_test_file_through_linecache").codes
+    assert "INT102" in _cell(graded, "attack_read_test_file_through_traceback").codes
     assert "INT102" in _cell(graded, "attack_read_reference_files").codes
     assert "INT106" in _cell(graded, "attack_patch_test_report").codes
     assert "INT105" in _cell(graded, "attack_frame_peek").codes

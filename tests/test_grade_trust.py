@@ -291,6 +291,43 @@ def test_an_answer_under_another_choice_the_contract_accepts_passes_and_no_other
     assert assess._closest(case, values.decode(raw.result), "loss", context) != []  # noqa: SLF001
 
 
+def test_a_method_of_an_object_the_recheck_cannot_rebuild_is_held() -> None:
+    """Red team, round 2: attention built with a rope (another item's model, which no case carries) was paid
+    for its rope tests because ``forward`` was verified by name on other objects. A method call counts by
+    its object's constructor arguments' kind; an object no script follows verifies nothing."""
+    from canon_refs.nn import mlp
+
+    item = catalog.get("nn/mlp")
+    recorder = recheck.Recorder((item,))
+    recorder._wrap_module((item.slug,), "nn/mlp", mlp)  # noqa: SLF001
+    x = np.random.default_rng(0).normal(size=(5, 3))
+    try:
+        recorder._current, recorder._test = item.slug, "t.py::test_forward"  # noqa: SLF001
+        mlp.MLP([3, 4, 2], seed=3).forward(x)  # built from a seed: no script follows it
+    finally:
+        recorder.pytest_sessionfinish(None)  # type: ignore[arg-type]
+    assert not recorder.scripts or all(s.cls != "MLP" for s in recorder.scripts.values())
+    assert recorder.held(recorder.cases(20240607))[item.slug] == {"t.py::test_forward": ["MLP.forward"]}
+
+
+def test_fresh_inputs_the_reference_refuses_are_drawn_again_keeping_equal_values_equal() -> None:
+    """Red team, round 2: a zero-width box ``[1, 1, 1, 5]`` came out inverted half the time under independent
+    noise, the reference refused it, its kind had no case, and an honest grade moved with the seed."""
+    from canon_refs.detection import boxes
+
+    item = catalog.get("detection/boxes")
+    for seed in range(1, 9):
+        recorder = recheck.Recorder((item,))
+        recorder._keep_call(item.slug, "detection/boxes", "box_area", boxes.box_area,  # noqa: SLF001
+                            (torch.tensor([[1.0, 1.0, 1.0, 5.0], [0.0, 0.0, 2.0, 3.0]]),), {})
+        (case,) = recorder.cases(seed)[item.slug]  # a case in every run (a first draw may be valid as it is)
+        drawn = values.decode(case["steps"][0]["args"])[0].values
+        assert drawn[0, 2] >= drawn[0, 0] and not case["fixed"], (seed, drawn)
+    tied = recheck._Tied(np.random.default_rng(0))  # noqa: SLF001
+    again = recheck.perturb(np.array([[1.0, 1.0, 1.0, 5.0]]), tied)
+    assert again[0, 0] == again[0, 1] == again[0, 2] != 1.0
+
+
 def test_a_bootstrap_interval_by_any_quantile_definition_passes() -> None:
     """The harness's contract says "the quantiles" of the resampled statistics: Efron's order statistics
     (``inverted_cdf``) failed the re-check against NumPy's default and were flagged INT010 (blind trial)."""

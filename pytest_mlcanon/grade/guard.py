@@ -31,6 +31,7 @@ import os
 import sys
 import tokenize
 import traceback
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -94,16 +95,23 @@ MAX_REPORTS = 50
 #: The standard library's source readers: a stack trace a library formats (``torch.manual_seed`` does, on
 #: its lazy CUDA path) reads the source of every frame, the test file's among them.
 SOURCE_READERS = (linecache.__file__, tokenize.__file__)
+#: The standard library's front ends to them, which read any file a caller names (``traceback``'s
+#: ``FrameSummary(path, n).line``, ``inspect.getsource``, ``warnings.formatwarning``): their caller is
+#: the one reading.
+SOURCE_FRONTS = (*SOURCE_READERS, traceback.__file__, inspect.__file__, warnings.__file__)
 
 
 def _for_a_stack_trace(opener: Any, learner: Any) -> bool:
-    """Whether a read is the source readers' at the behest of a library (the frames between the learner's
-    and the source reader's hold one that is neither): a false INT102 once zeroed an honest
-    ``torch.manual_seed(0)``. A learner that calls the readers itself is no library, and is judged."""
+    """Whether a read is the source readers' at the behest of a library other than the standard library's
+    front ends to them (``torch``'s lazy CUDA path formats a stack trace: a false INT102 once zeroed an
+    honest ``torch.manual_seed(0)``). A learner that calls the readers or a front end itself is the reader
+    (red team: ``traceback.FrameSummary(test_file, 1).line`` read the tests unflagged)."""
+    if opener.f_code.co_filename not in SOURCE_READERS:
+        return False
     frame = opener
-    while frame is not None and frame.f_code.co_filename in SOURCE_READERS:
+    while frame is not None and frame.f_code.co_filename in SOURCE_FRONTS:
         frame = frame.f_back
-    return frame is not opener and frame is not None and frame is not learner
+    return frame is not None and frame is not learner
 
 
 def _for_a_signature(reader: Any) -> bool:

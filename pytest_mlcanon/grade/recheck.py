@@ -175,6 +175,7 @@ class Script:
     training: bool = True
     frozen: bool = False
     probe: bool = False  # built by a numerics probe: its case tests Numerics, not correctness
+    reach: str = ""  # the kind of its constructor arguments: what its case verifies of a test's method calls
 
 
 @dataclass
@@ -399,7 +400,7 @@ class Recorder:
                         "it takes", "that are"))
                     return
                 self.scripts[id(obj)] = Script(slug, module_path, cls.__qualname__, obj, captured,
-                                               probe=self._probe)
+                                               probe=self._probe, reach=kind(captured))
 
             self._outermost(record, lambda: init(obj, *args, **kwargs))
 
@@ -409,8 +410,11 @@ class Recorder:
         @functools.wraps(method)
         def recorded(obj: Any, *args: Any, **kwargs: Any) -> Any:
             def record() -> None:
-                self._owner(slugs, f"{cls}.{method.__name__}")
                 script = self.scripts.get(id(obj))
+                carried = script is not None and script.obj is obj and not script.frozen
+                # an object the re-check cannot rebuild (its constructor took a model of another item, a
+                # seed) or can no longer follow: no case verifies its calls (red team: rope tests were paid)
+                self._owner(slugs, f"{cls}.{method.__name__}", script.reach if carried and script else UNCARRIED)
                 if script is None or script.obj is not obj or script.frozen or len(script.steps) >= MAX_STEPS:
                     return
                 try:
@@ -420,6 +424,7 @@ class Recorder:
                 except NotData as exc:
                     script.frozen = True  # what follows depends on a call the re-check cannot repeat
                     self._why.setdefault((script.slug, f"{script.cls}.{method.__name__}"), str(exc))
+                    self._owner(slugs, f"{cls}.{method.__name__}", UNCARRIED)
                     return
                 if not script.steps:
                     script.state, script.training = _parameters(obj), bool(getattr(obj, "training", True))
@@ -578,13 +583,16 @@ class Recorder:
             for index, (_, build) in enumerate(_round_robin(found)):
                 if len(out[slug]) >= PER_ITEM:
                     break
-                try:
-                    case = build(np.random.default_rng([seed, index, len(slug)]))
-                except Exception:  # noqa: BLE001, S112 - a call the re-check cannot carry is no case, never a crash
-                    continue
+                case = _built(build, np.random.default_rng([seed, index, len(slug)]))
+                public = _answer_of(build, UNPERTURBED)
+                # fresh inputs the reference refuses where it takes the tests' own (an input check's it always
+                # refuses): draw again, or a kind would have a case in some runs and not others
+                for draw in range(FRESH_DRAWS if case is None and public is not None else 0):
+                    case = _built(build, _Tied(np.random.default_rng([seed, index, len(slug), 5, draw])))
+                    if case is not None:
+                        break
                 if case is None:
                     continue
-                public = _answer_of(build, UNPERTURBED)
                 answer = case.pop(ANSWER)
                 for draw in range(FRESH_DRAWS if answer == public else 0):  # a fixed draw: another may not be
                     again = _built(build, np.random.default_rng([seed, index, len(slug), 1, draw]))
@@ -647,7 +655,7 @@ class Recorder:
         case = {"item": script.slug, "module": script.module, "kind": "script", "function": script.cls,
                 "init": [encode(recipes(perturb(init_args, rng))), encode(recipes(perturb(init_kwargs, rng)))],
                 "state": encode(perturb(script.state, rng)) if script.state is not None else None,
-                "training": script.training, "probe": script.probe,
+                "training": script.training, "probe": script.probe, "reach": script.reach,
                 "steps": [{"method": m, "args": encode(recipes(perturb(a, rng))), "kwargs": encode(recipes(perturb(k, rng)))}
                           for m, a, k in script.steps]}
         return _with_expected(case)
@@ -752,11 +760,14 @@ def kind(value: Any, *, sizes: bool = False) -> str:
 
 #: Between a public name and the kind of a call of it in a ``reach_token``.
 TOKEN_SEP = "\t"
+#: The kind of a method call on an object no script follows: no case verifies it.
+UNCARRIED = "(an object the re-check cannot rebuild)"
 
 
 def reach_token(name: str, key: str) -> str:
     """A test's call as the verifier attributes it: a function's name and the kind of its arguments as the
-    test passed them (``raw_kind``); a method's name alone (its script's case verifies its calls)."""
+    test passed them (``raw_kind``); a method's name and the kind of its object's constructor arguments
+    (``Script.reach``, or ``UNCARRIED``)."""
     return f"{name}{TOKEN_SEP}{key}"
 
 
@@ -772,7 +783,8 @@ def raw_kind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
 def case_tokens(case: dict[str, Any]) -> set[str]:
     """What a case verifies of the tests: its call's token, or its script's methods."""
     if case.get("kind") == "script":
-        return {reach_token(f"{case['function']}.{step['method']}", "") for step in case.get("steps", [])}
+        return {reach_token(f"{case['function']}.{step['method']}", str(case.get("reach", "")))
+                for step in case.get("steps", [])}
     return {reach_token(str(case["function"]), str(case.get("reach", "")))}
 
 
@@ -899,6 +911,23 @@ def seed_everything(seed: int) -> None:
 FRESH_DRAWS = 4
 
 
+class _Tied:
+    """A generator whose draws keep equal input values equal (``_scale``): a zero-width box stays one, where
+    independent noise inverts it half the time and the reference refuses it (red team: a kind that had a
+    case in some runs only, and an honest grade that moved with the seed)."""
+
+    tied = True
+
+    def __init__(self, rng: Any) -> None:
+        self.rng = rng
+
+    def uniform(self, low: float, high: float, size: Any = None) -> Any:
+        return self.rng.uniform(low, high, size=size)
+
+    def integers(self, *args: Any, **kwargs: Any) -> Any:
+        return self.rng.integers(*args, **kwargs)
+
+
 class _Unperturbed:
     """A generator of no noise: ``perturb`` with it leaves the tests' own inputs as they were."""
 
@@ -992,7 +1021,11 @@ def _scale(array: Any, rng: Any) -> Any:
     finite = values[np.isfinite(values)]
     if finite.size == 0 or is_mask(finite):
         return values.copy()  # a 0/1 mask or an additive mask: its meaning is in the exact values
-    noise = 1.0 + SCALE * rng.uniform(-1.0, 1.0, size=values.shape)
+    if getattr(rng, "tied", False):  # one factor per distinct value: values equal in the tests' inputs stay equal
+        distinct, where = np.unique(values, return_inverse=True)
+        noise = (1.0 + SCALE * rng.uniform(-1.0, 1.0, size=distinct.shape))[where.reshape(values.shape)]
+    else:
+        noise = 1.0 + SCALE * rng.uniform(-1.0, 1.0, size=values.shape)
     scaled = np.where(np.isfinite(values), values * noise, values)
     if _distributions(values):  # a transition model or a stochastic policy stays one: rows renormalised
         scaled = scaled / scaled.sum(axis=-1, keepdims=True)
