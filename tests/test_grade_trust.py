@@ -4,10 +4,12 @@ redirect's forgetting, the zygote's refusal to fork with an answer in memory, th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -298,14 +300,8 @@ def test_a_method_of_an_object_the_recheck_cannot_rebuild_is_held() -> None:
     from canon_refs.nn import mlp
 
     item = catalog.get("nn/mlp")
-    recorder = recheck.Recorder((item,))
-    recorder._wrap_module((item.slug,), "nn/mlp", mlp)  # noqa: SLF001
-    x = np.random.default_rng(0).normal(size=(5, 3))
-    try:
-        recorder._current, recorder._test = item.slug, "t.py::test_forward"  # noqa: SLF001
-        mlp.MLP([3, 4, 2], seed=3).forward(x)  # built from a seed: no script follows it
-    finally:
-        recorder.pytest_sessionfinish(None)  # type: ignore[arg-type]
+    with _recording(item.slug, mlp, "t.py::test_forward") as recorder:
+        mlp.MLP([3, 4, 2], seed=3).forward(np.random.default_rng(0).normal(size=(5, 3)))  # from a seed: no script
     assert not recorder.scripts or all(s.cls != "MLP" for s in recorder.scripts.values())
     assert recorder.held(recorder.cases(20240607))[item.slug] == {"t.py::test_forward": ["MLP.forward"]}
 
@@ -378,13 +374,8 @@ def test_pcas_fitted_attributes_are_compared_after_its_script(monkeypatch: pytes
     from canon_refs.classical import pca
 
     item = catalog.get("classical/pca")
-    recorder = recheck.Recorder((item,))
-    recorder._wrap_module((item.slug,), "classical/pca", pca)  # noqa: SLF001
-    try:
-        recorder._current, recorder._test = item.slug, "t.py::test_fit"  # noqa: SLF001
+    with _recording(item.slug, pca, "t.py::test_fit") as recorder:
         pca.PCA(2).fit(np.random.default_rng(0).normal(size=(20, 4)))
-    finally:
-        recorder.pytest_sessionfinish(None)  # type: ignore[arg-type]
     case = recorder.cases(20240607)[item.slug][0]
     assert case["kind"] == "script" and set(values.decode(case["mutated"]["fitted"])) == set(replay.FITTED[
         (item.slug, "PCA")])
@@ -547,6 +538,19 @@ def test_what_an_unverified_item_earns_is_the_teachers_choice(policy: str, corre
     assert verified.axis_points["correctness"] == pytest.approx(6.0) and verified.recheck.withheld == 0.0
 
 
+@contextlib.contextmanager
+def _recording(slug: str, module: ModuleType, test: str) -> Iterator[recheck.Recorder]:
+    """The verifier's recorder wrapped around the public names of ``module`` (item ``slug``'s own), as
+    while ``test`` of that item runs; unwrapped at the end."""
+    recorder = recheck.Recorder((catalog.get(slug),))
+    recorder._wrap_module((slug,), slug, module)  # noqa: SLF001
+    recorder._current, recorder._test = slug, test  # noqa: SLF001
+    try:
+        yield recorder
+    finally:
+        recorder.pytest_sessionfinish(None)  # type: ignore[arg-type]
+
+
 def _partly(policy: str) -> ItemResult:
     """A passing re-check that left ``init`` unverified, and two passing tests, the first of which calls it."""
     result = ItemResult(DPO.slug, DPO.number, DPO.title, Status.SCORED, axes={a: True for a in
@@ -588,17 +592,12 @@ def test_the_verifier_records_the_public_names_each_test_calls_itself() -> None:
     from canon_refs.classical import kmeans
 
     item = catalog.get("classical/kmeans")
-    recorder = recheck.Recorder((item,))
-    recorder._wrap_module((item.slug,), "classical/kmeans", kmeans)  # noqa: SLF001
-    try:
-        x = np.random.default_rng(0).normal(size=(12, 2))
-        recorder._current, recorder._test = item.slug, "t.py::test_fit"  # noqa: SLF001
+    x = np.random.default_rng(0).normal(size=(12, 2))
+    with _recording(item.slug, kmeans, "t.py::test_fit") as recorder:
         kmeans.kmeans(x, 2)
         recorder._test = "t.py::test_init"  # noqa: SLF001
         kmeans.kmeans_plus_plus_init(x, 2, np.random.default_rng(1))
         kmeans.assign(x, x[:2])
-    finally:
-        recorder.pytest_sessionfinish(None)  # type: ignore[arg-type]
     names = {test: sorted(token.split(recheck.TOKEN_SEP)[0] for token in tokens)
              for test, tokens in recorder.reaches[item.slug].items()}
     assert names == {"t.py::test_fit": ["kmeans"], "t.py::test_init": ["assign", "kmeans_plus_plus_init"]}
@@ -612,11 +611,8 @@ def test_a_test_is_held_for_each_call_whose_kind_no_case_verifies_and_for_its_fi
     from canon_refs.classical import kmeans
 
     item = catalog.get("classical/kmeans")
-    recorder = recheck.Recorder((item,))
-    recorder._wrap_module((item.slug,), "classical/kmeans", kmeans)  # noqa: SLF001
     x = np.random.default_rng(0).normal(size=(12, 2))
-    try:
-        recorder._current, recorder._test = item.slug, "t.py::test_assign"  # noqa: SLF001
+    with _recording(item.slug, kmeans, "t.py::test_assign") as recorder:
         kmeans.assign(x, x[:2])
         recorder._test = "t.py::test_seeded"  # noqa: SLF001
         kmeans.kmeans(x, 2, seed=3)
@@ -626,8 +622,6 @@ def test_a_test_is_held_for_each_call_whose_kind_no_case_verifies_and_for_its_fi
         recorder.pytest_runtest_logfinish("t.py::test_first", None)
         recorder._current, recorder._fixturenames = item.slug, ("fitted", "tmp_path")  # noqa: SLF001
         recorder.pytest_runtest_logfinish("t.py::test_second_reads_the_fixture", None)
-    finally:
-        recorder.pytest_sessionfinish(None)  # type: ignore[arg-type]
     cases = recorder.cases(20240607)
     held = recorder.held(cases)[item.slug]
     assert held == {"t.py::test_seeded": ["kmeans"], "t.py::test_first": ["kmeans"],
