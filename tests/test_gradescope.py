@@ -150,6 +150,16 @@ def test_integrity_flags_are_hidden_from_students_by_default() -> None:
     assert all("held for your teacher's review" in t["output"] for t in data["tests"] if " test " in t["name"])
 
 
+def test_an_axis_entry_says_why_it_earned_nothing_without_reading_a_tests_fact() -> None:
+    """A flagged item's axes earn nothing; their entries said why with the last test of the list (a
+    ``NameError`` with no test at all, a test's fact in an axis's entry otherwise)."""
+    item = _item(0, 0, Recheck("passed", "ok", 3), {}, flagged=True)
+    data = gradescope.results(_book([item], {}), StudentResult("ann", items=[item]))
+    _agrees(data)
+    axes = [t for t in data["tests"] if t["name"].endswith(("Shapes", "Numerics"))]
+    assert axes and all("held for your teacher's review" in t["output"] for t in axes), axes
+
+
 def test_a_flag_kept_for_review_keeps_its_points_and_stays_unsaid() -> None:
     table = {"on_flag": "review"}
     item = _item(31, 31, Recheck("passed", "ok", 3), table, flagged=True)

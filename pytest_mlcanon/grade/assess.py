@@ -326,9 +326,8 @@ def _mark_unverified(item: catalog.Item, calibration: Calibration, result: ItemR
     held: dict[str, set[str]] = {}
     for nodeid, names in calibration.held.get(item.slug, {}).items():
         held.setdefault(test_name(norm(nodeid)), set()).update(names)
-    advice = not config.settings().contract_required  # input checks earn nothing then (``_award``)
     for test in result.tests:
-        test.unverified = test.name in held and not test.probe and not (test.contract and advice)
+        test.unverified = test.name in held and _earns_points(test, config)
     check.held = sorted({name for test in result.tests if test.unverified and test.outcome == "passed"
                          for name in held[test.name]})
     check.policy = config.unverified if check.held or check.unverified else ""
@@ -369,7 +368,7 @@ def _verdict_of_cases(cases: list[dict[str, Any]], problems: list[str], missing:
         return Recheck("unverified", why[:300], len(cases), unverified=names, policy=policy)
     tail = f"; not verified: {', '.join(names)}" if names else ""
     return Recheck("passed", f"{verified} calls agree with the reference on fresh inputs{tail}"[:300], len(cases),
-                   unverified=names, policy=policy if names else "")
+                   unverified=names)
 
 
 def _case_label(case: dict[str, Any]) -> str:
@@ -457,18 +456,16 @@ def _award(result: ItemResult, config: GradeConfig) -> None:
     result.axis_max = {axis: round(full * points.share(axis), 4) for axis in AXES}
     check = result.recheck
     finished = result.status is Status.SCORED and not result.unfinished
-    advice = not config.settings().contract_required
-    graded = [t for t in result.tests if not t.probe and not (t.contract and advice) and t.outcome != "skipped"]
+    graded = [t for t in result.tests if _earns_points(t, config)]
     total = sum(t.weight for t in graded)
-    held = [t for t in graded if t.outcome == "passed" and (check.status == "unverified" or t.unverified)]
     for test in graded:
         test.max_points = full * points.share("correctness") * test.weight / total if total else 0.0
-        verified = check.status == "passed" and not test.unverified
-        paid = finished and test.outcome == "passed" and (verified or (test in held and check.policy == "award"))
-        test.points = test.max_points if paid else 0.0
+        held = check.status == "unverified" or test.unverified  # the child's word only: the policy's call
+        vouched = check.policy == "award" if held else check.status == "passed"
+        test.points = test.max_points if finished and test.outcome == "passed" and vouched else 0.0
     result.axis_points["correctness"] = sum(t.points for t in graded)
     if finished and check.policy == "review" and check.status in ("passed", "unverified"):
-        check.withheld = round(sum(t.max_points for t in held), 4)
+        check.withheld = round(sum(t.max_points for t in result.held_tests()), 4)
     for axis in AXES[1:]:
         result.axis_points[axis] = full * points.share(axis) if result.axes.get(axis) else 0.0
     if result.flagged and config.on_flag == "zero":
@@ -476,6 +473,13 @@ def _award(result: ItemResult, config: GradeConfig) -> None:
             test.points = 0.0
         result.axis_points = {axis: 0.0 for axis in AXES}
     result.points = round(sum(result.axis_points.values()), 4)
+
+
+def _earns_points(test: GradedTest, config: GradeConfig) -> bool:
+    """Whether a test carries correctness points: not a numerics probe, not skipped by the machine, not an
+    input check while the rubric's contract is advice."""
+    return (not test.probe and test.outcome != "skipped"
+            and not (test.contract and not config.settings().contract_required))
 
 
 def _verdict(result: ItemResult, ending: str, judged: Verdict | None) -> str:
@@ -498,7 +502,7 @@ def _outcome_line(result: ItemResult, ending: str, judged: Verdict | None) -> st
             line += f"; {_unfinished_line(result.unfinished, len(result.tests))}"
         elif result.recheck.status == "unverified":
             line += f"; {_unverified_line(result.recheck)}"
-        elif partly := [t for t in result.tests if t.unverified and t.outcome == "passed" and t.max_points]:
+        elif partly := result.held_tests():
             line += f"; {_partly_line(result.recheck, len(partly))}"
         return text.clean(line, 300)
     passed = result.tests_count("passed")

@@ -101,6 +101,12 @@ class ItemResult:
         """The distinct integrity codes, in order of first appearance."""
         return list(dict.fromkeys(f.code for f in self.integrity))
 
+    def held_tests(self) -> list[GradedTest]:
+        """The passing tests that carry points the teacher's ``[recheck] unverified`` policy decides: the
+        item is unverified, or the test makes a call no case verified."""
+        return [t for t in self.tests if t.outcome == "passed" and t.max_points
+                and (t.unverified or self.recheck.status == "unverified")]
+
     def tests_count(self, outcome: str) -> int:
         return sum(1 for t in self.tests if t.outcome == outcome)
 

@@ -611,11 +611,10 @@ class Recorder:
         a layer's width now varies per run); else the fixed case, which proves nothing."""
         import numpy as np
 
+        stirred = functools.partial(build, stir=True)
+
         def draw(*path: int) -> dict[str, Any] | None:
-            try:
-                return build(np.random.default_rng([*key, *path]), stir=True)
-            except Exception:  # noqa: BLE001 - sizes the reference refuses: no draw
-                return None
+            return _built(stirred, np.random.default_rng([*key, *path]))
 
         for attempt in range(STIR_ATTEMPTS):
             first = draw(2, attempt)
@@ -886,11 +885,11 @@ def _alternatives(case: dict[str, Any], expected: Any) -> list[Any]:
     return found
 
 
-#: A built case's answer as text while ``Recorder.cases`` compares two draws (then dropped): the expected
-#: result and the arguments the call changed. Two draws of fresh inputs whose answers are the same text
-#: (masks from integer sizes, a count of parameters of a model it leaves unchanged, labels a 2 % nudge never
-#: flips) prove nothing about a submission that answers them: the public calls' answers, learned by heart,
-#: are these answers (``fixed``).
+#: A built case's answer as text while ``Recorder.cases`` compares it with the answer to the tests' own
+#: inputs (then dropped): the expected result and the arguments the call changed. A case whose every draw
+#: answers as the tests' inputs do (a count of parameters of a model it leaves unchanged, labels a 2 %
+#: nudge never flips) proves nothing about a submission that answers it: the public calls' answers,
+#: learned by heart, are its answers (``fixed``).
 ANSWER = "answer-text"
 
 
@@ -923,9 +922,6 @@ class _Tied:
 
     def uniform(self, low: float, high: float, size: Any = None) -> Any:
         return self.rng.uniform(low, high, size=size)
-
-    def integers(self, *args: Any, **kwargs: Any) -> Any:
-        return self.rng.integers(*args, **kwargs)
 
 
 class _Unperturbed:
@@ -1068,7 +1064,11 @@ def _recipe(value: Any) -> Any:
 # -- what a job may see ------------------------------------------------------------------------------------
 
 
+#: What a job may see of a case: how to run it and on what inputs (``replay.run_case``), nothing the
+#: verifier knows of its answers or of how it was chosen (a list of what to hide would let a new key through).
+CHILD_KEYS = ("item", "module", "kind", "function", "steps", "opaque", "init", "state", "training")
+
+
 def child_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the child may see of the cases: the inputs and which arguments to send back, no answers."""
-    return [{**{k: v for k, v in c.items() if k not in ("expected", "mutated", "probe", "fixed", "stirred", "alternatives", "reach")},
-             "mutated": sorted(c["mutated"])} for c in cases]
+    return [{**{k: c[k] for k in CHILD_KEYS if k in c}, "mutated": sorted(c["mutated"])} for c in cases]

@@ -43,8 +43,7 @@ def _item(item: ItemResult, say: Callable[[object], str]) -> list[str]:
     if item.recheck.status != "not re-checked" or item.recheck.detail:
         lines += ["", f"Seeded re-check: **{say(item.recheck.label())}** ({say(item.recheck.detail)})"]
         lines += [f"- {say(p)}" for p in item.recheck.problems]
-        held = [t.name for t in item.tests if (t.unverified or item.recheck.status == "unverified")
-                and t.outcome == "passed" and t.max_points > t.points]
+        held = [t.name for t in item.held_tests()]
         if held and item.recheck.policy == "review":
             lines += ["", f"Held for the teacher's review ({number(item.recheck.withheld)} points: the grader could not "
                           "check these tests' calls on fresh inputs): " + ", ".join(say(n) for n in held[:30])

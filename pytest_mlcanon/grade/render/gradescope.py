@@ -154,7 +154,7 @@ def _verdict(item: ItemResult, view: _View) -> str:
     return f"{item.outcome or item.status}{held}"
 
 
-def _no_credit(item: ItemResult, view: _View, test: GradedTest) -> str:
+def _no_credit(item: ItemResult, view: _View, test: GradedTest | None = None) -> str:
     """Why a check that passed earned none of its points, in the student's terms."""
     if item.flagged and view.on_flag == "zero":
         if view.flags_shown:
@@ -167,7 +167,7 @@ def _no_credit(item: ItemResult, view: _View, test: GradedTest) -> str:
     if check.status == "not run":
         return ("earns no points: the seeded re-check (your functions run again on fresh inputs) did not finish, "
                 f"so no test's correctness points count (see #{item.number} seeded re-check)")
-    if check.status == "unverified" or test.unverified:
+    if check.status == "unverified" or (test is not None and test.unverified):
         what = "what this test calls" if check.status == "passed" else "this item's correctness"
         if check.policy == "review":
             return f"its points are {HELD}: the grader could not check {what} on fresh inputs"
@@ -204,7 +204,7 @@ def _entries(item: ItemResult, view: _View) -> list[_Entry]:
         points, maximum = item.axis_points.get(axis, 0.0), item.axis_max.get(axis, 0.0)
         said = "\n".join(findings) or "no findings"
         if passed and points < maximum:
-            said = f"{said}; {_no_credit(item, view, t)}"
+            said = f"{said}; {_no_credit(item, view)}"
         entries.append(_Entry(f"{label} {AXIS_TITLES[axis]}", points, maximum, passed, text(said), visibility))
     check = item.recheck
     entries.append(_Entry(f"{label} seeded re-check", 0.0, 0.0, check.status == "passed",
